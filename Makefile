@@ -1,0 +1,39 @@
+# samsa: the two commands a new user runs are `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Debian packages the tests need (kcat: a real CLI client).
+APT_PACKAGES :=
+
+.PHONY: setup run test lint bench-storage clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+setup: $(STAMP) apt
+
+test: setup
+	$(BIN)/ruff check samsa tests bench
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check samsa tests bench
+
+bench-storage: setup
+	$(BIN)/python bench/storage_bench.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,76 @@
+"""The ``samsa`` command. Each tool prints one line to stderr and exits 1 on a bad argument."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from samsa import __version__
+from samsa.errors import KafkaError
+from samsa.records.batch import iter_headers
+from samsa.records.record import decode_records
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="samsa")
+def main() -> None:
+    """samsa: Apache Kafka rebuilt in Python."""
+
+
+@main.command("dump-log")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--print-data-log", is_flag=True, help="Print each record's key, value and headers.")
+def dump_log(files: tuple[Path, ...], print_data_log: bool) -> None:
+    """Print the batches (and records) of segment .log files, as kafka-dump-log does."""
+    for path in files:
+        if not path.is_file():
+            raise click.UsageError(f"no such segment file: {path}")
+        data = path.read_bytes()
+        click.echo(f"Dumping {path}")
+        end = 0
+        for pos, h in iter_headers(data):
+            end = pos + h.size
+            click.echo(
+                f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count}"
+                f" position: {pos} size: {h.size} magic: {h.magic}"
+                f" compresscodec: {h.compression.name.lower()} crc: {h.crc}"
+                f" isTransactional: {str(h.is_transactional).lower()}"
+                f" isControl: {str(h.is_control).lower()}"
+                f" producerId: {h.producer_id} producerEpoch: {h.producer_epoch}"
+                f" baseSequence: {h.base_sequence} partitionLeaderEpoch: {h.leader_epoch}"
+                f" CreateTime: {h.max_timestamp}"
+            )
+            if print_data_log:
+                try:
+                    for r in decode_records(memoryview(data)[pos:end]):
+                        headers = ",".join(f"{k}:{v!r}" for k, v in r.headers)
+                        click.echo(
+                            f"| offset: {r.offset} CreateTime: {r.timestamp}"
+                            f" key: {r.key!r} payload: {r.value!r} headers: [{headers}]"
+                        )
+                except KafkaError as exc:
+                    click.echo(f"| cannot decode records: {exc}")
+        if end != len(data):
+            click.echo(f"Found {len(data) - end} trailing bytes at position {end} (a torn batch)")
+
+
+def run() -> None:
+    """Entry point that turns any uncaught error into one line on stderr."""
+    try:
+        main(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        click.echo(f"samsa: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except (KafkaError, OSError, ValueError) as exc:
+        click.echo(f"samsa: {exc}", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,325 @@
+"""Configuration keys: Kafka's names, Kafka's defaults, defined once.
+
+Two kinds of key live here:
+
+* broker keys (``server.properties``), e.g. ``log.segment.bytes``;
+* topic keys (``--config`` on a topic), e.g. ``segment.bytes``. Each topic key names the broker
+  key that supplies its default, as Kafka does (``log.segment.bytes`` -> ``segment.bytes``).
+
+Some broker keys have unit synonyms (``log.retention.hours`` / ``.minutes`` / ``.ms``); the most
+precise one that is set wins, as in Kafka.
+
+Values arrive as strings (properties files, the wire) or as Python values (embedded use) and are
+parsed and validated here; a bad key or value raises :class:`ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A config key or value that is refused; the message names the key."""
+
+
+class Type(Enum):
+    INT = "int"
+    LONG = "long"
+    DOUBLE = "double"
+    BOOLEAN = "boolean"
+    STRING = "string"
+    LIST = "list"
+
+
+Validator = Callable[[str, Any], None]
+
+
+def at_least(minimum: int | float) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if value < minimum:
+            raise ConfigError(
+                f"Invalid value {value} for configuration {name}: must be >= {minimum}"
+            )
+
+    return check
+
+
+def between(lo: int | float, hi: int | float) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if not lo <= value <= hi:
+            raise ConfigError(
+                f"Invalid value {value} for configuration {name}: must be in [{lo}, {hi}]"
+            )
+
+    return check
+
+
+def one_of(*allowed: str) -> Validator:
+    def check(name: str, value: Any) -> None:
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if v not in allowed:
+                raise ConfigError(
+                    f"Invalid value {v} for configuration {name}: "
+                    f"must be one of {', '.join(allowed)}"
+                )
+
+    return check
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key."""
+
+    name: str
+    type: Type
+    default: Any
+    doc: str
+    validator: Validator | None = None
+    # For a broker key: the topic-level key whose default it supplies.
+    topic: str | None = None
+    # Less precise synonyms of this key and the factor that converts them to its unit,
+    # in precedence order (e.g. log.retention.minutes x 60000 for log.retention.ms).
+    synonyms: tuple[tuple[str, int], ...] = field(default=())
+
+    def parse(self, value: Any) -> Any:
+        """Parse a string or Python value into this key's type, then validate it."""
+        try:
+            parsed = _parse(self.type, value)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"Invalid value {value!r} for configuration {self.name}: "
+                f"expected a value of type {self.type.value}"
+            ) from None
+        if self.validator is not None and parsed is not None:
+            self.validator(self.name, parsed)
+        return parsed
+
+
+def _parse(kind: Type, value: Any) -> Any:
+    if value is None:
+        return None
+    if kind in (Type.INT, Type.LONG):
+        if isinstance(value, bool):
+            raise TypeError
+        if isinstance(value, str):
+            value = value.strip()
+        number = int(value)
+        limit = INT_MAX if kind is Type.INT else LONG_MAX
+        if not -limit - 1 <= number <= limit:
+            raise ValueError
+        return number
+    if kind is Type.DOUBLE:
+        return float(value)
+    if kind is Type.BOOLEAN:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text not in ("true", "false"):
+            raise ValueError
+        return text == "true"
+    if kind is Type.LIST:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return [str(item) for item in value]
+    return str(value).strip() if isinstance(value, str) else str(value)
+
+
+# --- topic keys -----------------------------------------------------------------------------
+
+TOPIC_KEYS: dict[str, Key] = {
+    k.name: k
+    for k in [
+        Key("segment.bytes", Type.INT, 1024 * 1024 * 1024,
+            "Segment file size at which the log rolls a new segment.", at_least(14)),
+        Key("segment.ms", Type.LONG, 7 * 24 * 3600 * 1000,
+            "Time after which a segment is rolled even if not full.", at_least(1)),
+        Key("segment.index.bytes", Type.INT, 10 * 1024 * 1024,
+            "Maximum size of a segment's offset index; a full index rolls the segment.",
+            at_least(8)),
+        Key("index.interval.bytes", Type.INT, 4096,
+            "Bytes of log between two entries of the sparse offset index.", at_least(0)),
+        Key("retention.ms", Type.LONG, 7 * 24 * 3600 * 1000,
+            "How long a segment is kept; -1 keeps it forever.", at_least(-1)),
+        Key("retention.bytes", Type.LONG, -1,
+            "Bytes a partition may hold before old segments are deleted; -1 for no limit."),
+        Key("flush.messages", Type.LONG, LONG_MAX,
+            "Messages appended to a partition before it is fsynced.", at_least(1)),
+        Key("flush.ms", Type.LONG, LONG_MAX,
+            "Maximum time between two fsyncs of a partition.", at_least(0)),
+        Key("max.message.bytes", Type.INT, 1024 * 1024 + 12,
+            "Largest record batch the topic accepts.", at_least(0)),
+        Key("message.timestamp.type", Type.STRING, "CreateTime",
+            "Whether a record's timestamp is the producer's (CreateTime) or the broker's "
+            "(LogAppendTime).", one_of("CreateTime", "LogAppendTime")),
+        Key("cleanup.policy", Type.LIST, ["delete"],
+            "delete: retention by time and size; compact: keep the last value per key.",
+            one_of("delete", "compact")),
+        Key("file.delete.delay.ms", Type.LONG, 60000,
+            "Time a deleted segment's files are kept open for readers still using them.",
+            at_least(0)),
+    ]
+}
+
+
+# --- broker keys ----------------------------------------------------------------------------
+
+BROKER_KEYS: dict[str, Key] = {
+    k.name: k
+    for k in [
+        Key("log.dirs", Type.LIST, None,
+            "Directories where partition logs live (falls back to log.dir)."),
+        Key("log.dir", Type.STRING, "/tmp/kafka-logs",
+            "The data directory used when log.dirs is not set."),
+        Key("log.segment.bytes", Type.INT, 1024 * 1024 * 1024,
+            "Default segment.bytes.", at_least(14), topic="segment.bytes"),
+        Key("log.roll.ms", Type.LONG, None, "Default segment.ms.", at_least(1),
+            topic="segment.ms", synonyms=(("log.roll.hours", 3600 * 1000),)),
+        Key("log.roll.hours", Type.INT, 24 * 7, "Default segment.ms, in hours.", at_least(1)),
+        Key("log.index.size.max.bytes", Type.INT, 10 * 1024 * 1024,
+            "Default segment.index.bytes.", at_least(8), topic="segment.index.bytes"),
+        Key("log.index.interval.bytes", Type.INT, 4096,
+            "Default index.interval.bytes.", at_least(0), topic="index.interval.bytes"),
+        Key("log.retention.ms", Type.LONG, None, "Default retention.ms.", at_least(-1),
+            topic="retention.ms",
+            synonyms=(("log.retention.minutes", 60 * 1000), ("log.retention.hours", 3600 * 1000))),
+        Key("log.retention.minutes", Type.INT, None, "Default retention.ms, in minutes."),
+        Key("log.retention.hours", Type.INT, 24 * 7, "Default retention.ms, in hours."),
+        Key("log.retention.bytes", Type.LONG, -1, "Default retention.bytes.",
+            topic="retention.bytes"),
+        Key("log.retention.check.interval.ms", Type.LONG, 5 * 60 * 1000,
+            "How often segments are checked for deletion by retention.", at_least(1)),
+        Key("log.flush.interval.messages", Type.LONG, LONG_MAX, "Default flush.messages.",
+            at_least(1), topic="flush.messages"),
+        Key("log.flush.interval.ms", Type.LONG, None,
+            "Default flush.ms (falls back to log.flush.scheduler.interval.ms).", at_least(0),
+            topic="flush.ms"),
+        Key("log.flush.scheduler.interval.ms", Type.LONG, LONG_MAX,
+            "How often the flusher checks whether a log needs an fsync."),
+        Key("log.flush.offset.checkpoint.interval.ms", Type.INT, 60000,
+            "How often the recovery point of every log is checkpointed.", at_least(0)),
+        Key("log.flush.start.offset.checkpoint.interval.ms", Type.INT, 60000,
+            "How often the log start offset of every log is checkpointed.", at_least(0)),
+        Key("message.max.bytes", Type.INT, 1024 * 1024 + 12, "Default max.message.bytes.",
+            at_least(0), topic="max.message.bytes"),
+        Key("log.message.timestamp.type", Type.STRING, "CreateTime",
+            "Default message.timestamp.type.", one_of("CreateTime", "LogAppendTime"),
+            topic="message.timestamp.type"),
+        Key("log.cleanup.policy", Type.LIST, ["delete"], "Default cleanup.policy.",
+            one_of("delete", "compact"), topic="cleanup.policy"),
+        Key("log.segment.delete.delay.ms", Type.LONG, 60000, "Default file.delete.delay.ms.",
+            at_least(0), topic="file.delete.delay.ms"),
+    ]
+}
+
+
+def _check_known(props: Mapping[str, Any], table: Mapping[str, Key], what: str) -> None:
+    for name in props:
+        if name not in table:
+            raise ConfigError(f"Unknown {what} configuration {name!r}")
+
+
+class BrokerConfig:
+    """The broker's configuration: every key of BROKER_KEYS, explicitly set or defaulted."""
+
+    def __init__(self, props: Mapping[str, Any] | None = None) -> None:
+        props = dict(props or {})
+        _check_known(props, BROKER_KEYS, "broker")
+        self._explicit = {name: BROKER_KEYS[name].parse(v) for name, v in props.items()}
+
+    def get(self, name: str) -> Any:
+        key = BROKER_KEYS[name]
+        if name in self._explicit and self._explicit[name] is not None:
+            return self._explicit[name]
+        for synonym, factor in key.synonyms:
+            value = self._explicit.get(synonym)
+            if value is not None:
+                return value * factor
+        if key.default is None and key.synonyms:
+            synonym, factor = key.synonyms[-1]
+            return BROKER_KEYS[synonym].default * factor
+        return key.default
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self.get("log.dirs") or [self.get("log.dir")]
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """Defaults of every topic key, as this broker's configuration sets them."""
+        defaults = {name: key.default for name, key in TOPIC_KEYS.items()}
+        for key in BROKER_KEYS.values():
+            if key.topic is not None:
+                value = self.get(key.name)
+                if value is None and key.name == "log.flush.interval.ms":
+                    value = self.get("log.flush.scheduler.interval.ms")
+                if value is not None:
+                    defaults[key.topic] = value
+        return defaults
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The effective configuration of one partition log (topic keys, parsed)."""
+
+    segment_bytes: int = TOPIC_KEYS["segment.bytes"].default
+    segment_ms: int = TOPIC_KEYS["segment.ms"].default
+    segment_index_bytes: int = TOPIC_KEYS["segment.index.bytes"].default
+    index_interval_bytes: int = TOPIC_KEYS["index.interval.bytes"].default
+    retention_ms: int = TOPIC_KEYS["retention.ms"].default
+    retention_bytes: int = TOPIC_KEYS["retention.bytes"].default
+    flush_messages: int = TOPIC_KEYS["flush.messages"].default
+    flush_ms: int = TOPIC_KEYS["flush.ms"].default
+    max_message_bytes: int = TOPIC_KEYS["max.message.bytes"].default
+    message_timestamp_type: str = TOPIC_KEYS["message.timestamp.type"].default
+    cleanup_policy: tuple[str, ...] = tuple(TOPIC_KEYS["cleanup.policy"].default)
+    file_delete_delay_ms: int = TOPIC_KEYS["file.delete.delay.ms"].default
+
+    @classmethod
+    def from_props(
+        cls, props: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None
+    ) -> LogConfig:
+        """Build from topic keys (``{"segment.bytes": "1048576"}``) over broker defaults."""
+        props = dict(props or {})
+        _check_known(props, TOPIC_KEYS, "topic")
+        merged = dict(defaults or {})
+        merged.update({name: TOPIC_KEYS[name].parse(v) for name, v in props.items()})
+        values: dict[str, Any] = {}
+        for name, value in merged.items():
+            value = TOPIC_KEYS[name].parse(value)
+            values[name.replace(".", "_")] = tuple(value) if isinstance(value, list) else value
+        return cls(**values)
+
+    def to_props(self) -> dict[str, Any]:
+        """This config as topic keys, for DescribeConfigs and persistence."""
+        out: dict[str, Any] = {}
+        for name in TOPIC_KEYS:
+            value = getattr(self, name.replace(".", "_"))
+            out[name] = ",".join(value) if isinstance(value, tuple) else value
+        return out
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+
+def parse_properties(lines: Iterable[str]) -> dict[str, str]:
+    """Parse a Java-style .properties file body (key=value or key: value, # comments)."""
+    props: dict[str, str] = {}
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                key, value = line.split(sep, 1)
+                break
+        else:
+            raise ConfigError(f"line {number}: expected key=value, got {line!r}")
+        props[key.strip()] = value.strip()
+    return props

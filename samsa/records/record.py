@@ -1,0 +1,181 @@
+"""Records inside a v2 batch: decode them and build batches (INDEX.md section 5.2).
+
+Not on the produce or fetch path. Used by tools (dump-log), timestamp lookups, tests, and the
+broker's own writers (internal topics, control batches).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from samsa.errors import CorruptRecordError
+from samsa.records import compression
+from samsa.records.batch import (
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    Attr,
+    BatchHeader,
+    Compression,
+    read_header,
+)
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(frozen=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header] = field(default_factory=list)
+
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def write_varint(n: int, out: bytearray) -> None:
+    """Zig-zag signed varint/varlong, as the record format uses."""
+    v = _zigzag(n) & 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """(value, next position) of a zig-zag varint at ``pos``."""
+    shift = result = 0
+    while True:
+        if pos >= len(buf):
+            raise CorruptRecordError("truncated varint in a record")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint longer than 10 bytes in a record")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
+    length, pos = read_varint(buf, pos)
+    if length < 0:
+        return None, pos
+    if pos + length > len(buf):
+        raise CorruptRecordError("record field runs past the end of the batch")
+    return bytes(buf[pos : pos + length]), pos + length
+
+
+def records_payload(batch: bytes | memoryview, header: BatchHeader | None = None) -> bytes:
+    """The uncompressed bytes of the records of one batch."""
+    header = header or read_header(batch)
+    body = memoryview(batch)[HEADER_SIZE : header.size]
+    return compression.decompress(header.compression, body)
+
+
+def decode_records(batch: bytes | memoryview) -> Iterator[Record]:
+    """The records of one whole batch (decompressed when needed)."""
+    header = read_header(batch)
+    payload = records_payload(batch, header)
+    pos = 0
+    for _ in range(header.records_count):
+        length, pos = read_varint(payload, pos)
+        end = pos + length
+        if length < 0 or end > len(payload):
+            raise CorruptRecordError("record length runs past the end of the batch")
+        pos += 1  # attributes
+        ts_delta, pos = read_varint(payload, pos)
+        offset_delta, pos = read_varint(payload, pos)
+        key, pos = _read_bytes(payload, pos)
+        value, pos = _read_bytes(payload, pos)
+        count, pos = read_varint(payload, pos)
+        headers: list[Header] = []
+        for _ in range(count):
+            hkey, pos = _read_bytes(payload, pos)
+            hvalue, pos = _read_bytes(payload, pos)
+            headers.append(((hkey or b"").decode("utf-8", "replace"), hvalue))
+        if pos != end:
+            raise CorruptRecordError("record length does not match its fields")
+        timestamp = (
+            header.max_timestamp if header.log_append_time else header.base_timestamp + ts_delta
+        )
+        yield Record(header.base_offset + offset_delta, timestamp, key, value, headers)
+
+
+@dataclass
+class RecordInput:
+    """A record to put in a batch built here."""
+
+    value: bytes | None
+    key: bytes | None = None
+    timestamp: int | None = None
+    headers: Sequence[Header] = ()
+
+
+def encode_batch(
+    records: Sequence[RecordInput],
+    *,
+    base_offset: int = 0,
+    timestamp: int = 0,
+    compression_type: Compression = Compression.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    leader_epoch: int = -1,
+) -> bytes:
+    """Build one v2 record batch, with offset deltas 0..n-1 and a correct CRC-32C."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    stamps = [r.timestamp if r.timestamp is not None else timestamp for r in records]
+    base_ts = stamps[0]
+    body = bytearray()
+    for delta, (rec, ts) in enumerate(zip(records, stamps, strict=True)):
+        inner = bytearray(b"\x00")
+        write_varint(ts - base_ts, inner)
+        write_varint(delta, inner)
+        for blob in (rec.key, rec.value):
+            if blob is None:
+                write_varint(-1, inner)
+            else:
+                write_varint(len(blob), inner)
+                inner += blob
+        write_varint(len(rec.headers), inner)
+        for hkey, hvalue in rec.headers:
+            encoded = hkey.encode()
+            write_varint(len(encoded), inner)
+            inner += encoded
+            if hvalue is None:
+                write_varint(-1, inner)
+            else:
+                write_varint(len(hvalue), inner)
+                inner += hvalue
+        write_varint(len(inner), body)
+        body += inner
+    payload = compression.compress(compression_type, bytes(body))
+    attributes = int(compression_type)
+    if transactional:
+        attributes |= Attr.TRANSACTIONAL
+    if control:
+        attributes |= Attr.CONTROL
+    batch = bytearray(HEADER_SIZE) + payload
+    HEADER.pack_into(
+        batch, 0, base_offset, len(batch) - LOG_OVERHEAD, leader_epoch, 2, 0, attributes,
+        len(records) - 1, base_ts, max(stamps), producer_id, producer_epoch, base_sequence,
+        len(records),
+    )
+    struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[CRC_START:]))
+    return bytes(batch)

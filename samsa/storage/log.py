@@ -1,0 +1,521 @@
+"""A partition log: a directory of segments, as Kafka lays it out on disk.
+
+    orders-0/
+        00000000000000000000.log        record batches, exactly as producers sent them
+        00000000000000000000.index      sparse offset -> file position
+        00000000000000000000.timeindex  sparse timestamp -> offset
+        00000000000000172034.log        ... the next segment, named by its base offset
+        leader-epoch-checkpoint
+
+Append costs one header parse and one CRC-32C per batch; read returns a file region for
+sendfile. Offsets: the log start offset (earliest), the log end offset (next to assign) and, in
+between, the recovery point: everything before it is known to be on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from samsa.config import LogConfig
+from samsa.errors import (
+    InvalidRecordError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from samsa.records.batch import (
+    BatchHeader,
+    set_log_append_time,
+    stamp,
+    stamp_prefix,
+    validate_batches,
+)
+from samsa.records.record import decode_records
+from samsa.storage.epoch import LeaderEpochCache
+from samsa.storage.segment import INT32_MAX, LOG_SUFFIX, LogSegment
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    batches: list[BatchHeader]  # as validated, before offsets were assigned
+
+
+@dataclass(frozen=True)
+class FileRegion:
+    """A run of whole batches in a segment file, ready for sendfile."""
+
+    file: BinaryIO  # holding it keeps the descriptor open even if the segment is deleted
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        return os.pread(self.file.fileno(), self.length, self.position)
+
+
+@dataclass(frozen=True)
+class TimestampOffset:
+    offset: int
+    timestamp: int
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config = config or LogConfig()
+        self.clock = clock
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.epochs = LeaderEpochCache(self.dir)
+        self.unflushed_messages = 0
+        self.last_flush_ms = clock()
+        self._load(recovery_point, log_start_offset, had_clean_shutdown)
+
+    # --- properties ---------------------------------------------------------------------------
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active.next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    # --- loading and recovery ---------------------------------------------------------------------
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+        bases = set()
+        for path in self.dir.iterdir():
+            if path.name.endswith(_LEFTOVER_SUFFIXES):
+                path.unlink()
+                continue
+            match = _SEGMENT_FILE.match(path.name)
+            if match is None:
+                continue
+            if match[2] == "log":
+                bases.add(int(match[1]))
+            elif not (self.dir / f"{match[1]}{LOG_SUFFIX}").exists():
+                path.unlink()  # an index without its log
+        for base in sorted(bases):
+            segment = self._new_segment(base)
+            self.segments.append(segment)
+            self._bases.append(base)
+
+        if not self.segments:
+            self._add_segment(max(log_start_offset, 0))
+        else:
+            self._recover(recovery_point, clean)
+
+        self.recovery_point = self.log_end_offset if clean else min(
+            recovery_point, self.log_end_offset
+        )
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            log.warning(
+                "%s: log start offset %d is past the log end offset %d; starting the log anew",
+                self.dir, self.log_start_offset, self.log_end_offset,
+            )
+            self.truncate_fully_and_start_at(self.log_start_offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
+
+    def _recover(self, recovery_point: int, clean: bool) -> None:
+        """Kafka's rules: after an unclean shutdown every segment from the one holding the
+        recovery point on is validated; any segment with a missing or bad index is too; on a
+        clean shutdown the active segment's tail is still checked for whole batches."""
+        first_unflushed = max(0, bisect_right(self._bases, recovery_point) - 1)
+        for i, segment in enumerate(self.segments):
+            last = i == len(self.segments) - 1
+            needs = not segment.load_indexes() or (not clean and i >= first_unflushed)
+            if not needs and last and not segment.load_tail():
+                log.warning("%s: the active segment ends in a partial batch", segment.log_path)
+                needs = True
+            if needs and segment.recover() and not last:
+                self._drop_segments_after(i)
+                return
+
+    def _drop_segments_after(self, index: int) -> None:
+        for segment in self.segments[index + 1 :]:
+            log.warning("%s: deleting segment after a corrupt one (its offsets start at %d)",
+                        segment.log_path, segment.base_offset)
+            segment.delete()
+        del self.segments[index + 1 :]
+        del self._bases[index + 1 :]
+        self.segments[-1].load_tail()
+
+    def _new_segment(self, base: int) -> LogSegment:
+        return LogSegment(
+            self.dir,
+            base,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.segment_index_bytes,
+            created_ms=self.clock(),
+        )
+
+    def _add_segment(self, base: int) -> LogSegment:
+        segment = self._new_segment(base)
+        segment.next_offset = base
+        self.segments.append(segment)
+        self._bases.append(base)
+        return segment
+
+    # --- append -----------------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int = 0,
+        assign_offsets: bool = True,
+        allow_control: bool = False,
+    ) -> AppendInfo:
+        """Validate and append the batches in ``records``.
+
+        With ``assign_offsets`` (a leader taking a produce) each batch gets the next offsets and
+        the given leader epoch; without it (a follower copying its leader) the batches keep
+        theirs, which must continue the log. Nothing is written unless every batch is valid.
+        """
+        view = memoryview(records)
+        headers = validate_batches(
+            view, allow_control=allow_control, from_client=assign_offsets
+        )
+        total = len(view)
+        for header in headers:
+            if header.size > self.config.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"record batch of {header.size} bytes exceeds max.message.bytes "
+                    f"{self.config.max_message_bytes}"
+                )
+        if total > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{total} bytes of records exceed segment.bytes {self.config.segment_bytes}"
+            )
+        now = self.clock()
+        append_time = now if self.config.log_append_time and assign_offsets else -1
+        first = self.log_end_offset if assign_offsets else headers[0].base_offset
+        if not assign_offsets and first < self.log_end_offset:
+            raise InvalidRecordError(
+                f"batch offset {first} is below the log end offset {self.log_end_offset}"
+            )
+
+        stamped: list[BatchHeader] = []
+        iov: list[bytes | memoryview] = []
+        offset, pos = first, 0
+        for header in headers:
+            base = offset if assign_offsets else header.base_offset
+            epoch = leader_epoch if assign_offsets else header.leader_epoch
+            if not assign_offsets and base < offset:
+                raise InvalidRecordError(f"batch offsets go backwards at offset {base}")
+            final = header._replace(base_offset=base, leader_epoch=epoch)
+            if append_time >= 0:
+                copy = bytearray(view[pos : pos + header.size])
+                stamp(copy, 0, base, epoch)
+                set_log_append_time(copy, 0, header.size, append_time)
+                final = final._replace(max_timestamp=append_time)
+                iov.append(copy)
+            elif assign_offsets:
+                iov.append(stamp_prefix(base, header.batch_length, epoch))
+                iov.append(view[pos + 16 : pos + header.size])
+            else:
+                iov.append(view[pos : pos + header.size])
+            stamped.append(final)
+            offset = final.next_offset
+            pos += header.size
+
+        segment = self._maybe_roll(total, stamped, now)
+        segment.append(iov, stamped)
+        for header in stamped:
+            self.epochs.assign(header.leader_epoch, header.base_offset)
+        self.unflushed_messages += sum(h.records_count for h in stamped)
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(first, offset - 1, append_time, self.log_start_offset, headers)
+
+    def _maybe_roll(self, size: int, headers: list[BatchHeader], now: int) -> LogSegment:
+        segment = self.active
+        max_ts = max(h.max_timestamp for h in headers)
+        if (
+            segment.size > self.config.segment_bytes - size
+            or (segment.size > 0
+                and segment.time_waited_for_roll(now, max_ts) > self.config.segment_ms)
+            or segment.index.is_full
+            or segment.time_index.is_full
+            or headers[-1].last_offset - segment.base_offset > INT32_MAX
+        ):
+            return self.roll(headers[0].base_offset)
+        return segment
+
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment (at the log end offset unless told otherwise)."""
+        base = self.log_end_offset if base_offset is None else base_offset
+        if self.active.size == 0:
+            if self.active.base_offset == base:
+                return self.active
+            self._remove_segment(self.active)  # an empty segment with a stale base
+        else:
+            self.active.on_become_inactive()
+        return self._add_segment(base)
+
+    # --- read -------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileRegion | None:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` (always at least
+        one batch with ``min_one_batch``, KIP-74) and below ``max_offset`` (the high watermark).
+        None when there is nothing to return yet."""
+        end_offset = self.log_end_offset
+        if offset < self.log_start_offset or offset > end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {end_offset}] in {self.name}"
+            )
+        upper = end_offset if max_offset is None else min(max_offset, end_offset)
+        i = max(0, bisect_right(self._bases, offset) - 1)
+        for segment in self.segments[i:]:
+            found = segment.translate(offset)
+            if found is None:
+                continue
+            start, first = found
+            if first.base_offset >= upper:
+                return None
+            end = segment.size
+            if upper < end_offset:
+                bound = segment.translate(upper)
+                if bound is not None:
+                    end = bound[0]
+            if end - start > max_bytes:
+                end = segment.batch_boundary_before(start, start + max_bytes)
+                if end == start:
+                    if not min_one_batch:
+                        return None
+                    end = start + first.size
+            return FileRegion(segment.file, start, end - start)
+        return None
+
+    def read_batches(self, offset: int, max_bytes: int = 2**31 - 1) -> bytes:
+        """The bytes ``read`` would send (tests and tools)."""
+        region = self.read(offset, max_bytes)
+        return region.read() if region else b""
+
+    # --- offset lookups ---------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first record whose timestamp is >= ``timestamp`` (ListOffsets), or None."""
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            start = max(segment.time_index.lookup(timestamp), self.log_start_offset)
+            for pos, header in segment.scan(segment.index.lookup(start)):
+                if header.max_timestamp < timestamp or header.last_offset < start:
+                    continue
+                batch = segment.read_bytes(pos, header.size)
+                for record in decode_records(batch):
+                    if record.timestamp >= timestamp and record.offset >= start:
+                        return TimestampOffset(record.offset, record.timestamp)
+        return None
+
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """The record with the largest timestamp (ListOffsets -3, KIP-734), or None if empty."""
+        best = max(
+            (s for s in self.segments if s.max_timestamp >= 0),
+            key=lambda s: s.max_timestamp,
+            default=None,
+        )
+        if best is None:
+            return None
+        found = best.translate(best.offset_of_max_timestamp)
+        if found is None:
+            return None
+        pos, header = found
+        for record in decode_records(best.read_bytes(pos, header.size)):
+            if record.timestamp == best.max_timestamp:
+                return TimestampOffset(record.offset, record.timestamp)
+        return TimestampOffset(header.last_offset, best.max_timestamp)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # --- retention and deletion -------------------------------------------------------------------
+
+    def delete_old_segments(self) -> int:
+        """Delete whole segments below the log start offset and, under ``cleanup.policy=delete``,
+        those past ``retention.ms`` or ``retention.bytes``. Never the active segment."""
+        now = self.clock()
+        deleted = self._delete_while(
+            lambda s, nxt: nxt.base_offset <= self.log_start_offset
+        )
+        if "delete" in self.config.cleanup_policy:
+            if self.config.retention_ms >= 0:
+                deleted += self._delete_while(
+                    lambda s, nxt: now - s.largest_timestamp > self.config.retention_ms
+                )
+            if self.config.retention_bytes >= 0:
+                excess = self.size - self.config.retention_bytes
+
+                def over_size(s: LogSegment, nxt: LogSegment) -> bool:
+                    nonlocal excess
+                    if excess - s.size < 0:
+                        return False
+                    excess -= s.size
+                    return True
+
+                deleted += self._delete_while(over_size)
+        return deleted
+
+    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
+        doomed = []
+        for segment, nxt in zip(self.segments, self.segments[1:], strict=False):
+            if not predicate(segment, nxt):
+                break
+            doomed.append(segment)
+        for segment in doomed:
+            self._remove_segment(segment)
+        if doomed:
+            new_start = self.segments[0].base_offset
+            if new_start > self.log_start_offset:
+                self.log_start_offset = new_start
+                self.epochs.truncate_from_start(new_start)
+            log.info("%s: deleted %d segment(s); log start offset %d",
+                     self.name, len(doomed), self.log_start_offset)
+        return len(doomed)
+
+    def _remove_segment(self, segment: LogSegment) -> None:
+        i = self.segments.index(segment)
+        del self.segments[i]
+        del self._bases[i]
+        segment.delete()
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset forward to ``offset`` (DeleteRecords); returns it."""
+        if offset < 0 or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: the log ends at {self.log_end_offset}"
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.epochs.truncate_from_start(offset)
+            self._delete_while(lambda s, nxt: nxt.base_offset <= self.log_start_offset)
+        return self.log_start_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after ``offset`` (a follower diverging from its leader)."""
+        if offset >= self.log_end_offset:
+            return
+        while len(self.segments) > 1 and self.active.base_offset >= offset:
+            self._remove_segment(self.active)
+        segment = self.active
+        found = segment.translate(offset)
+        if found is not None:
+            pos, header = found
+            cut = pos if header.base_offset >= offset else pos + header.size
+            segment.truncate_to(cut, offset if cut == pos else header.next_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for segment in list(self.segments):
+            segment.delete()
+        self.segments.clear()
+        self._bases.clear()
+        self._add_segment(offset)
+        self.log_start_offset = self.recovery_point = offset
+        self.epochs.clear()
+
+    # --- durability -------------------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets below ``offset`` (default: all) that is past the
+        recovery point, then move the recovery point there."""
+        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if target > self.recovery_point:
+            for i, segment in enumerate(self.segments):
+                if segment.base_offset >= target:
+                    break
+                segment_end = self._bases[i + 1] if i + 1 < len(self._bases) else None
+                if segment_end is None or segment_end > self.recovery_point:
+                    segment.flush()
+            self.recovery_point = target
+        if target == self.log_end_offset:
+            self.unflushed_messages = 0
+        self.last_flush_ms = self.clock()
+
+    def flush_rolled(self) -> None:
+        """Make the inactive segments durable (Kafka does this after each roll, off the
+        request path)."""
+        self.flush(self.active.base_offset)
+
+    def maybe_flush_by_time(self) -> bool:
+        if self.clock() - self.last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for segment in self.segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    def close(self) -> None:
+        """Clean close: fsync everything, write the indexes and release the files."""
+        self.active.on_become_inactive()
+        self.flush()
+        for segment in self.segments:
+            segment.close()
+
+    def abandon(self) -> None:
+        """Release the files without any of a clean close: what a crash leaves behind."""
+        for segment in self.segments:
+            segment.file.close()
+
+    def delete(self) -> None:
+        for segment in self.segments:
+            segment.delete()
+        self.segments.clear()
+        self._bases.clear()
+        for path in self.dir.iterdir():
+            path.unlink()
+        self.dir.rmdir()

@@ -1,0 +1,198 @@
+"""All partition logs of a broker, across its data directories (``log.dirs``).
+
+Each data directory holds one folder per partition (``<topic>-<partition>``) plus Kafka's
+bookkeeping files: ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``.kafka_cleanshutdown`` (present only after a clean shutdown) and ``.lock``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from samsa.config import BrokerConfig, LogConfig
+from samsa.errors import KafkaStorageError
+from samsa.storage.checkpoint import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    read_offsets,
+    write_atomically,
+    write_offsets,
+)
+from samsa.storage.log import Clock, Log, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    match = _PARTITION_DIR.match(name)
+    return (match[1], int(match[2])) if match else None
+
+
+class LogManager:
+    def __init__(
+        self,
+        config: BrokerConfig | None = None,
+        *,
+        topic_config: Callable[[str], LogConfig] | None = None,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        self.config = config or BrokerConfig()
+        self.dirs = [Path(d) for d in self.config.log_dirs]
+        self.defaults = self.config.topic_defaults()
+        self._topic_config = topic_config
+        self.clock = clock
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._locks: list[int] = []
+
+    def config_for(self, topic: str) -> LogConfig:
+        if self._topic_config is not None:
+            return self._topic_config(topic)
+        return LogConfig.from_props(defaults=self.defaults)
+
+    # --- start and stop ---------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Lock every data directory and open every partition log found in it, recovering the
+        ones a crash left behind."""
+        for directory in self.dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._lock(directory)
+            marker = directory / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            recovery_points = read_offsets(directory / RECOVERY_POINT_FILE)
+            start_offsets = read_offsets(directory / LOG_START_OFFSET_FILE)
+            if not clean:
+                log.info("%s: no clean shutdown marker; recovering unflushed segments", directory)
+            for path in sorted(directory.iterdir()):
+                tp = parse_partition_dir(path.name) if path.is_dir() else None
+                if tp is None:
+                    continue
+                self.logs[tp] = Log(
+                    path,
+                    self.config_for(tp[0]),
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    had_clean_shutdown=clean,
+                    clock=self.clock,
+                )
+                self._dir_of[tp] = directory
+            # From here on a crash must be detected: the marker goes until the next clean stop.
+            marker.unlink(missing_ok=True)
+
+    def _lock(self, directory: Path) -> None:
+        fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise KafkaStorageError(
+                f"data directory {directory} is in use by another broker process"
+            ) from None
+        self._locks.append(fd)
+
+    def shutdown(self) -> None:
+        """Clean shutdown: fsync and close every log, write the checkpoints, then the marker."""
+        for log_ in self.logs.values():
+            log_.close()
+        self.checkpoint()
+        for directory in self.dirs:
+            write_atomically(directory / CLEAN_SHUTDOWN_FILE, b"")
+        self._release()
+
+    def abandon(self) -> None:
+        """Drop everything as a crash would (tests): no flush, no checkpoint, no marker."""
+        for log_ in self.logs.values():
+            log_.abandon()
+        self._release()
+
+    def _release(self) -> None:
+        for fd in self._locks:
+            os.close(fd)
+        self._locks.clear()
+        self.logs.clear()
+
+    # --- partitions ---------------------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        tp = (topic, partition)
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        directory = self._least_loaded_dir()
+        new = Log(
+            directory / partition_dir_name(topic, partition),
+            config or self.config_for(topic),
+            clock=self.clock,
+        )
+        self.logs[tp] = new
+        self._dir_of[tp] = directory
+        return new
+
+    def _least_loaded_dir(self) -> Path:
+        counts = {d: 0 for d in self.dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        return min(self.dirs, key=lambda d: counts[d])
+
+    def delete(self, topic: str, partition: int) -> None:
+        tp = (topic, partition)
+        removed = self.logs.pop(tp, None)
+        self._dir_of.pop(tp, None)
+        if removed is not None:
+            removed.delete()
+
+    def partitions(self, topic: str) -> Iterator[tuple[int, Log]]:
+        for (t, p), log_ in self.logs.items():
+            if t == topic:
+                yield p, log_
+
+    # --- periodic work (the server schedules these) --------------------------------------------
+
+    def cleanup(self) -> int:
+        """Apply retention to every log (``log.retention.check.interval.ms``)."""
+        deleted = sum(log_.delete_old_segments() for log_ in self.logs.values())
+        if deleted:
+            self.checkpoint_log_start_offsets()
+        return deleted
+
+    def flush_due(self) -> None:
+        """fsync the logs whose ``flush.ms`` has passed, and every rolled segment."""
+        for log_ in self.logs.values():
+            if not log_.maybe_flush_by_time():
+                log_.flush_rolled()
+
+    def checkpoint(self) -> None:
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_per_dir(RECOVERY_POINT_FILE, lambda log_: log_.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._write_per_dir(LOG_START_OFFSET_FILE, lambda log_: log_.log_start_offset)
+
+    def _write_per_dir(self, filename: str, value: Callable[[Log], int]) -> None:
+        for directory in self.dirs:
+            offsets = {
+                tp: value(log_)
+                for tp, log_ in self.logs.items()
+                if self._dir_of.get(tp) == directory
+            }
+            write_offsets(directory / filename, offsets)
