@@ -56,7 +56,7 @@ class _Index:
 
     def flush(self, fsync: bool = False) -> None:
         """Write pending entries to the file."""
-        if not self._pending and not fsync:
+        if not self._pending and not fsync and self.path.exists():
             return
         with open(self.path, "ab") as f:
             f.write(self._pending)

@@ -348,13 +348,15 @@ class Log:
         for segment in self.segments:
             if segment.max_timestamp < timestamp:
                 continue
+            # The time index entry names the last offset of the batch where the segment's
+            # max timestamp first reached it: start from that batch, not from that offset.
             start = max(segment.time_index.lookup(timestamp), self.log_start_offset)
             for pos, header in segment.scan(segment.index.lookup(start)):
-                if header.max_timestamp < timestamp or header.last_offset < start:
+                if header.max_timestamp < timestamp or header.last_offset < self.log_start_offset:
                     continue
                 batch = segment.read_bytes(pos, header.size)
                 for record in decode_records(batch):
-                    if record.timestamp >= timestamp and record.offset >= start:
+                    if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
                         return TimestampOffset(record.offset, record.timestamp)
         return None
 
@@ -448,6 +450,7 @@ class Log:
         while len(self.segments) > 1 and self.active.base_offset >= offset:
             self._remove_segment(self.active)
         segment = self.active
+        segment.load_tail()
         found = segment.translate(offset)
         if found is not None:
             pos, header = found
