@@ -1,3 +1,7 @@
 """samsa: Apache Kafka rebuilt in Python."""
 
+from samsa.embedded import Broker
+
 __version__ = "0.1.0"
+
+__all__ = ["Broker", "__version__"]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import signal
 import sys
 from pathlib import Path
 
 import click
 
 from samsa import __version__
+from samsa.config import parse_properties
 from samsa.errors import KafkaError
 from samsa.records.batch import iter_headers
 from samsa.records.record import decode_records
@@ -17,6 +21,46 @@ from samsa.records.record import decode_records
 @click.version_option(__version__, prog_name="samsa")
 def main() -> None:
     """samsa: Apache Kafka rebuilt in Python."""
+
+
+@main.command("server")
+@click.argument(
+    "properties", required=False, type=click.Path(dir_okay=False, path_type=Path)
+)
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Set a broker config key (Kafka's names), after the properties file.")
+def server(properties: Path | None, overrides: tuple[str, ...]) -> None:
+    """Run a broker: samsa server [server.properties] [--override key=value ...]"""
+    props: dict[str, str] = {}
+    if properties is not None:
+        if not properties.is_file():
+            raise click.UsageError(f"no such properties file: {properties}")
+        props.update(parse_properties(properties.read_text().splitlines()))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.UsageError(f"--override takes key=value, got {item!r}")
+        props[key.strip()] = value.strip()
+    logging.basicConfig(
+        level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
+    )
+    asyncio.run(_serve(props))
+
+
+async def _serve(props: dict[str, str]) -> None:
+    from samsa.server.kafka_server import KafkaServer
+
+    kafka = KafkaServer(props)
+    await kafka.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    click.echo(f"samsa broker {kafka.broker_id} is ready: bootstrap.servers="
+               f"{kafka.bootstrap_servers}", err=True)
+    await stop.wait()
+    click.echo("samsa broker shutting down", err=True)
+    await kafka.stop()
 
 
 @main.command("dump-log")

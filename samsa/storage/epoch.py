@@ -43,6 +43,15 @@ class LeaderEpochCache:
         floor = [e for e in self.entries if e[0] <= requested]
         return (floor[-1][0] if floor else requested), higher[1]
 
+    def epoch_for(self, offset: int) -> int:
+        """The leader epoch in which ``offset`` was (or will be) written; -1 when unknown."""
+        epoch = UNDEFINED_EPOCH
+        for e, start in self.entries:
+            if start > offset:
+                break
+            epoch = e
+        return epoch
+
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop epochs that start at or after ``end_offset`` (the log was cut there)."""
         kept = [e for e in self.entries if e[1] < end_offset]

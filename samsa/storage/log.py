@@ -70,6 +70,9 @@ class FileRegion:
     position: int
     length: int
 
+    def __len__(self) -> int:
+        return self.length
+
     def read(self) -> bytes:
         return os.pread(self.file.fileno(), self.length, self.position)
 
@@ -380,6 +383,9 @@ class Log:
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        return self.epochs.epoch_for(offset)
 
     # --- retention and deletion -------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 INT32_MAX = 2**31 - 1
+_FIRST_SCAN_CHUNK = 4 * 1024
 _SCAN_CHUNK = 64 * 1024
 _IOV_MAX = 1024
 
@@ -200,10 +201,12 @@ class LogSegment:
         end = self.size if end is None else end
         pos = start
         buf, buf_start = b"", start
+        chunk = _FIRST_SCAN_CHUNK  # most scans stop after a batch or two: start small
         while end - pos >= HEADER_SIZE:
             off = pos - buf_start
             if off + HEADER_SIZE > len(buf):
-                buf, buf_start, off = os.pread(self.fd, min(_SCAN_CHUNK, end - pos), pos), pos, 0
+                buf, buf_start, off = os.pread(self.fd, min(chunk, end - pos), pos), pos, 0
+                chunk = min(chunk * 4, _SCAN_CHUNK)
                 if len(buf) < HEADER_SIZE:
                     return
             header = read_header(buf, off)

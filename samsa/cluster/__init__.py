@@ -1,0 +1,1 @@
+"""Cluster state: topics, partitions (and, in cluster mode, ZooKeeper and replication)."""

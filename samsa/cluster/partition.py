@@ -1,0 +1,47 @@
+"""A partition as the broker serves it: its log, leader epoch, high watermark and the fetches
+waiting for new data.
+
+On a single node this broker leads every partition and the high watermark is the log end
+offset; cluster mode adds followers, the ISR and a high watermark that trails them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from samsa.storage.log import AppendInfo, Log
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = 0) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.leader_epoch = leader_epoch
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark
+
+    def append(self, records: bytes | memoryview) -> AppendInfo:
+        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        self._wake()
+        return info
+
+    def add_waiter(self, waiter: asyncio.Future[None]) -> None:
+        self._waiters.add(waiter)
+
+    def remove_waiter(self, waiter: asyncio.Future[None]) -> None:
+        self._waiters.discard(waiter)
+
+    def _wake(self) -> None:
+        if self._waiters:
+            for waiter in self._waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._waiters.clear()

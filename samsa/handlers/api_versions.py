@@ -1,0 +1,30 @@
+"""ApiVersions (18): the versions of every API in the registry, nothing more."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from samsa.errors import ErrorCode
+from samsa.handlers.registry import APIS, api
+from samsa.server.context import RequestContext
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+@api(18, "ApiVersions", 0, 4)
+async def api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    error = ErrorCode.none
+    if ctx.version >= 3:
+        name = request.client_software_name or ""
+        version = request.client_software_version or ""
+        if not (_SOFTWARE.match(name) and _SOFTWARE.match(version)):
+            error = ErrorCode.invalid_request
+    return {
+        "error_code": error,
+        "api_keys": [
+            {"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
+            for a in sorted(APIS.values(), key=lambda a: a.key)
+        ],
+        "throttle_time": 0,
+    }

@@ -1,0 +1,165 @@
+"""Fetch (1): file regions of whole batches, sent with sendfile; long-poll woken by appends.
+
+Limits follow KIP-74: ``max_bytes`` and ``partition_max_bytes`` are soft, the first batch of the
+first partition with data always goes out whole. A fetch that has fewer than ``min_bytes`` waits
+up to ``max_wait`` for an append to any of its partitions (never by polling), then reads again.
+Fetch sessions are refused the way Kafka allows (session id 0), so clients send full fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from samsa.cluster.partition import Partition
+from samsa.errors import ErrorCode, KafkaError
+from samsa.handlers.registry import api
+from samsa.server.context import RequestContext
+
+READ_COMMITTED = 1
+
+
+def leader_epoch_error(partition: Partition, current_leader_epoch: int) -> ErrorCode | None:
+    """The check clients ask for with CurrentLeaderEpoch (-1: no check)."""
+    if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
+        return None
+    if current_leader_epoch < partition.leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    return ErrorCode.unknown_leader_epoch
+
+
+def _empty(index: int, error: ErrorCode, partition: Partition | None = None) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "error_code": error,
+        "high_watermark": partition.high_watermark if partition else -1,
+        "last_stable_offset": partition.last_stable_offset if partition else -1,
+        "log_start_offset": partition.log.log_start_offset if partition else -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+
+
+class _FetchPlan:
+    """The partitions of one request, resolved once; read() may run several times."""
+
+    def __init__(self, ctx: RequestContext, request: Any) -> None:
+        server = ctx.server
+        store = server.topics
+        assert store is not None
+        self.by_id = ctx.version >= 13
+        self.read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+        self.max_bytes = request.max_bytes
+        self.topics: list[tuple[Any, list[tuple[Any, Partition | None, ErrorCode | None]]]] = []
+        for topic in request.topics or ():
+            if self.by_id:
+                meta = store.by_id(topic.topic_id) if topic.topic_id else None
+                key, missing = topic.topic_id, ErrorCode.unknown_topic_id
+            else:
+                meta = store.get(topic.topic)
+                key, missing = topic.topic, ErrorCode.unknown_topic_or_partition
+            parts = []
+            for p in topic.partitions or ():
+                partition = server.partition(meta.name, p.partition) if meta else None
+                error = missing if partition is None else leader_epoch_error(
+                    partition, getattr(p, "current_leader_epoch", -1)
+                )
+                parts.append((p, partition, error))
+            self.topics.append((key, parts))
+
+    @property
+    def partitions(self) -> list[Partition]:
+        return [part for _, parts in self.topics for _, part, err in parts if part and not err]
+
+    def read(self) -> tuple[list[dict[str, Any]], int, bool]:
+        """(response topics, bytes of records, whether any partition has an error)."""
+        remaining = self.max_bytes
+        total, errors, first = 0, False, True
+        responses = []
+        for key, parts in self.topics:
+            results = []
+            for p, partition, error in parts:
+                if partition is None or error is not None:
+                    results.append(_empty(p.partition, error or ErrorCode.none, partition))
+                    errors = True
+                    continue
+                result = self._read_partition(p, partition, remaining, first)
+                size = len(result["records"])
+                if result["error_code"]:
+                    errors = True
+                if size:
+                    first = False
+                    total += size
+                    remaining -= size
+                results.append(result)
+            field = "topic_id" if self.by_id else "topic"
+            responses.append({field: key, "partitions": results})
+        return responses, total, errors
+
+    def _read_partition(
+        self, p: Any, partition: Partition, remaining: int, first: bool
+    ) -> dict[str, Any]:
+        log = partition.log
+        result = _empty(p.partition, ErrorCode.none, partition)
+        if self.read_committed:
+            result["aborted_transactions"] = []
+        diverging = self._diverging_epoch(p, partition)
+        if diverging is not None:
+            result["diverging_epoch"] = diverging
+            return result
+        upper = partition.last_stable_offset if self.read_committed else partition.high_watermark
+        try:
+            region = log.read(
+                p.fetch_offset, max(0, min(p.partition_max_bytes, remaining)),
+                max_offset=upper, min_one_batch=first,
+            )
+        except KafkaError as exc:
+            result["error_code"] = exc.code
+            return result
+        if region is not None:
+            result["records"] = region
+        return result
+
+    @staticmethod
+    def _diverging_epoch(p: Any, partition: Partition) -> dict[str, int] | None:
+        last_fetched = getattr(p, "last_fetched_epoch", -1)
+        if last_fetched < 0:
+            return None
+        epoch, end_offset = partition.log.end_offset_for_epoch(last_fetched)
+        if epoch < 0 or (epoch == last_fetched and end_offset >= p.fetch_offset):
+            return None
+        return {"epoch": epoch, "end_offset": end_offset}
+
+
+@api(1, "Fetch", 4, 16)
+async def fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    session_id = getattr(request, "session_id", 0)
+    if session_id != 0:
+        return {"throttle_time": 0, "error_code": ErrorCode.fetch_session_id_not_found,
+                "session_id": 0, "responses": []}
+    plan = _FetchPlan(ctx, request)
+    responses, total, errors = plan.read()
+    wait = request.max_wait.total_seconds()
+    if total < request.min_bytes and not errors and wait > 0 and plan.partitions:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while total < request.min_bytes:
+            timeout = deadline - loop.time()
+            if timeout <= 0:
+                break
+            waiter: asyncio.Future[None] = loop.create_future()
+            for partition in plan.partitions:
+                partition.add_waiter(waiter)
+            try:
+                await asyncio.wait_for(waiter, timeout)
+            except TimeoutError:
+                pass
+            finally:
+                for partition in plan.partitions:
+                    partition.remove_waiter(waiter)
+            responses, total, errors = plan.read()
+            if errors:
+                break
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
+            "responses": responses}

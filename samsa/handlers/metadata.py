@@ -1,0 +1,141 @@
+"""Metadata (3), FindCoordinator (10) and DescribeCluster (60): where things are.
+
+A single node leads every partition, coordinates every group and transaction, and is the
+controller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.cluster.topics import Topic, topic_name_problem
+from samsa.errors import ErrorCode
+from samsa.handlers.registry import api
+from samsa.server.context import RequestContext
+
+NONE = ErrorCode.none
+# Kafka's "authorized operations not requested" sentinel.
+OPERATIONS_NOT_REQUESTED = -(2**31)
+# Without ACLs every operation is allowed: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
+# DESCRIBE_CONFIGS, ALTER_CONFIGS for topics; CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+# DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS for the cluster.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
+
+
+def broker_entries(ctx: RequestContext) -> list[dict[str, Any]]:
+    server = ctx.server
+    listener = server.advertised[0]
+    return [{"node_id": server.broker_id, "host": listener.host, "port": listener.port,
+             "rack": None}]
+
+
+def topic_entry(ctx: RequestContext, topic: Topic, operations: bool) -> dict[str, Any]:
+    server = ctx.server
+    node = server.broker_id
+    partitions = []
+    for index in range(topic.partitions):
+        partition = server.partition(topic.name, index)
+        partitions.append({
+            "error_code": NONE,
+            "partition_index": index,
+            "leader_id": node,
+            "leader_epoch": partition.leader_epoch if partition else 0,
+            "replica_nodes": [node],
+            "isr_nodes": [node],
+            "offline_replicas": [],
+        })
+    return {
+        "error_code": NONE,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.internal,
+        "partitions": partitions,
+        "topic_authorized_operations": TOPIC_OPERATIONS if operations else OPERATIONS_NOT_REQUESTED,
+    }
+
+
+def _error_entry(name: str | None, error: int, topic_id: Any = None) -> dict[str, Any]:
+    return {"error_code": error, "name": name, "topic_id": topic_id, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
+
+
+@api(3, "Metadata", 0, 12)
+async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    server = ctx.server
+    store = server.topics
+    assert store is not None
+    operations = bool(getattr(request, "include_topic_authorized_operations", False))
+    requested = request.topics
+    if requested is None or (ctx.version == 0 and not requested):
+        entries = [topic_entry(ctx, t, operations) for t in store.topics.values()]
+    else:
+        auto = (
+            getattr(request, "allow_auto_topic_creation", True)
+            and server.config.get("auto.create.topics.enable")
+        )
+        entries = []
+        for wanted in requested:
+            name = wanted.name
+            topic_id = getattr(wanted, "topic_id", None)
+            if name is None and topic_id is not None:
+                topic = store.by_id(topic_id)
+                entries.append(
+                    topic_entry(ctx, topic, operations) if topic
+                    else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
+                )
+                continue
+            topic = store.get(name)
+            if topic is None:
+                if topic_name_problem(name):
+                    entries.append(_error_entry(name, ErrorCode.invalid_topic_exception))
+                    continue
+                if not auto:
+                    entries.append(_error_entry(name, ErrorCode.unknown_topic_or_partition))
+                    continue
+                topic = server.create_topic(name, server.config.get("num.partitions"))
+            entries.append(topic_entry(ctx, topic, operations))
+    cluster_ops = getattr(request, "include_cluster_authorized_operations", False)
+    return {
+        "throttle_time": 0,
+        "brokers": broker_entries(ctx),
+        "cluster_id": server.cluster_id,
+        "controller_id": server.broker_id,
+        "topics": entries,
+        "cluster_authorized_operations": (
+            CLUSTER_OPERATIONS if cluster_ops else OPERATIONS_NOT_REQUESTED
+        ),
+    }
+
+
+@api(10, "FindCoordinator", 0, 6)
+async def find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    listener = ctx.server.advertised[0]
+    node = {"node_id": ctx.server.broker_id, "host": listener.host, "port": listener.port,
+            "error_code": NONE, "error_message": None}
+    if ctx.version < 4:
+        return {"throttle_time": 0, **node}
+    return {
+        "throttle_time": 0,
+        "coordinators": [{"key": key, **node} for key in request.coordinator_keys],
+    }
+
+
+@api(60, "DescribeCluster", 0, 1)
+async def describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    server = ctx.server
+    listener = server.advertised[0]
+    operations = bool(request.include_cluster_authorized_operations)
+    return {
+        "throttle_time": 0,
+        "error_code": NONE,
+        "error_message": None,
+        "endpoint_type": 1,
+        "cluster_id": server.cluster_id,
+        "controller_id": server.broker_id,
+        "brokers": [{"broker_id": server.broker_id, "host": listener.host,
+                     "port": listener.port, "rack": None}],
+        "cluster_authorized_operations": (
+            CLUSTER_OPERATIONS if operations else OPERATIONS_NOT_REQUESTED
+        ),
+    }

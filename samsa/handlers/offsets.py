@@ -1,0 +1,116 @@
+"""ListOffsets (2), OffsetForLeaderEpoch (23) and DeleteRecords (21): offsets of a log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.cluster.partition import Partition
+from samsa.errors import ErrorCode, KafkaError
+from samsa.handlers.fetch import READ_COMMITTED, leader_epoch_error
+from samsa.handlers.registry import api
+from samsa.server.context import RequestContext
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+
+def _list_offset(
+    partition: Partition, timestamp: int, read_committed: bool
+) -> tuple[int, int]:
+    """(offset, timestamp) for a ListOffsets query; (-1, -1) when there is none."""
+    log = partition.log
+    if timestamp == LATEST:
+        offset = partition.last_stable_offset if read_committed else partition.high_watermark
+        return offset, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return log.log_start_offset, -1
+    found = log.max_timestamp_offset() if timestamp == MAX_TIMESTAMP else (
+        log.offset_for_timestamp(timestamp) if timestamp >= 0 else None
+    )
+    if found is None or found.offset >= partition.high_watermark:
+        return -1, -1
+    return found.offset, found.timestamp
+
+
+@api(2, "ListOffsets", 1, 8)
+async def list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    topics = []
+    for topic in request.topics or ():
+        results = []
+        for p in topic.partitions or ():
+            result = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
+                      "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            partition = ctx.server.partition(topic.name, p.partition_index)
+            if partition is None:
+                result["error_code"] = ErrorCode.unknown_topic_or_partition
+            elif (error := leader_epoch_error(
+                partition, getattr(p, "current_leader_epoch", -1))) is not None:
+                result["error_code"] = error
+            elif p.timestamp < 0 and p.timestamp not in (
+                LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL
+            ) or (p.timestamp == MAX_TIMESTAMP and ctx.version < 7):
+                result["error_code"] = ErrorCode.unsupported_version
+            else:
+                offset, timestamp = _list_offset(partition, p.timestamp, read_committed)
+                result.update(offset=offset, timestamp=timestamp)
+                if offset >= 0:
+                    result["leader_epoch"] = partition.log.epoch_for_offset(offset)
+            results.append(result)
+        topics.append({"name": topic.name, "partitions": results})
+    return {"throttle_time": 0, "topics": topics}
+
+
+@api(23, "OffsetForLeaderEpoch", 2, 4)
+async def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    topics = []
+    for topic in request.topics or ():
+        results = []
+        for p in topic.partitions or ():
+            result = {"error_code": ErrorCode.none, "partition": p.partition,
+                      "leader_epoch": -1, "end_offset": -1}
+            partition = ctx.server.partition(topic.topic, p.partition)
+            if partition is None:
+                result["error_code"] = ErrorCode.unknown_topic_or_partition
+            elif (error := leader_epoch_error(partition, p.current_leader_epoch)) is not None:
+                result["error_code"] = error
+            else:
+                epoch, end = partition.log.end_offset_for_epoch(p.leader_epoch)
+                result.update(leader_epoch=epoch, end_offset=end)
+            results.append(result)
+        topics.append({"topic": topic.topic, "partitions": results})
+    return {"throttle_time": 0, "topics": topics}
+
+
+@api(21, "DeleteRecords", 0, 2)
+async def delete_records(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    server = ctx.server
+    topics = []
+    changed = False
+    for topic in request.topics or ():
+        results = []
+        for p in topic.partitions or ():
+            result = {"partition_index": p.partition_index, "low_watermark": -1,
+                      "error_code": ErrorCode.none}
+            partition = server.partition(topic.name, p.partition_index)
+            if partition is None:
+                result["error_code"] = ErrorCode.unknown_topic_or_partition
+            else:
+                target = partition.high_watermark if p.offset == -1 else p.offset
+                try:
+                    if target > partition.high_watermark:
+                        raise KafkaError(
+                            f"offset {target} is past the high watermark",
+                            ErrorCode.offset_out_of_range,
+                        )
+                    result["low_watermark"] = partition.log.delete_records_before(target)
+                    changed = True
+                except KafkaError as exc:
+                    result["error_code"] = exc.code
+            results.append(result)
+        topics.append({"name": topic.name, "partitions": results})
+    if changed:
+        server.log_manager.checkpoint_log_start_offsets()
+    return {"throttle_time": 0, "topics": topics}

@@ -1,0 +1,44 @@
+"""The table of APIs the broker serves: one entry per API key, registered by its handler.
+
+ApiVersions advertises exactly this table, so what is advertised is what is implemented.
+A handler is an async function (context, decoded request) -> response fields as a dict, or
+None when the request gets no response (Produce with acks=0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from samsa.server.context import RequestContext
+
+Handler = Callable[["RequestContext", Any], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class Api:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handle: Handler
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+APIS: dict[int, Api] = {}
+
+
+def api(key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    """Register the decorated coroutine as the handler of ``key`` for these versions."""
+
+    def register(handle: Handler) -> Handler:
+        if key in APIS:
+            raise RuntimeError(f"api key {key} registered twice")
+        APIS[key] = Api(key, name, min_version, max_version, handle)
+        return handle
+
+    return register

@@ -1,0 +1,1 @@
+"""The Kafka wire protocol: framing codec, response building, and the API table."""

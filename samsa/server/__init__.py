@@ -1,0 +1,1 @@
+"""The broker process: asyncio listener, connections, dispatch."""

@@ -1,0 +1,173 @@
+"""One client connection: framing, in-order request processing, and response sending.
+
+Kafka's rules (INDEX.md section 2): a frame is an int32 size and that many bytes; frames larger
+than ``socket.request.max.bytes`` close the connection; responses go back in request order
+(requests are processed one at a time per connection, later ones wait in a queue); a request
+that cannot be decoded closes this connection and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from samsa.storage.log import FileRegion
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+# Below this a fetched region is read and written like any bytes: sendfile's fixed cost
+# (waiting for the transport's buffer to drain, an extra syscall round) outweighs the copy.
+SENDFILE_MIN_BYTES = 64 * 1024
+# Stop reading from a client that has this many bytes of requests queued.
+_MAX_QUEUED_BYTES = 8 * 1024 * 1024
+
+
+class CloseConnection(Exception):
+    """Raised by the dispatcher when Kafka would close the connection (e.g. a bad request)."""
+
+
+Dispatch = Callable[[bytes, "Connection"], Awaitable[list[Any] | None]]
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable) -> None:
+        self._dispatch = dispatch
+        self._max_request_bytes = max_request_bytes
+        self._on_close = on_close
+        self._buf = bytearray()
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._queued_bytes = 0
+        self._frame_ready = asyncio.Event()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._reading_paused = False
+        self._closing = False  # the transport is gone or going: nothing more is sent
+        self._stopping = False  # graceful shutdown: finish the request in flight, take no more
+        self._task: asyncio.Task | None = None
+        self.transport: asyncio.Transport | None = None
+        self.peer: str = "?"
+        self.busy = False
+
+    # --- asyncio.Protocol -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._task = asyncio.get_running_loop().create_task(self._process())
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos, size_of = 0, len(buf)
+        while size_of - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self._max_request_bytes:
+                log.warning(
+                    "closing connection from %s: request size %d is outside 0..%d "
+                    "(socket.request.max.bytes)", self.peer, size, self._max_request_bytes,
+                )
+                self.close()
+                return
+            if size_of - pos - 4 < size:
+                break
+            self._frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            self._queued_bytes += size
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        if self._frames:
+            self._frame_ready.set()
+            if self._queued_bytes > _MAX_QUEUED_BYTES and not self._reading_paused:
+                self._reading_paused = True
+                self.transport.pause_reading()  # type: ignore[union-attr]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._frame_ready.set()
+        self._can_write.set()
+        self._on_close(self)
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    # --- processing ---------------------------------------------------------------------------
+
+    async def _process(self) -> None:
+        try:
+            while not self._closing and not self._stopping:
+                if not self._frames:
+                    self._frame_ready.clear()
+                    await self._frame_ready.wait()
+                    continue
+                frame = self._frames.popleft()
+                self._queued_bytes -= len(frame)
+                if self._reading_paused and self._queued_bytes < _MAX_QUEUED_BYTES // 2:
+                    self._reading_paused = False
+                    self.transport.resume_reading()  # type: ignore[union-attr]
+                self.busy = True
+                try:
+                    chunks = await self._dispatch(frame, self)
+                    if chunks is not None and not self._closing:
+                        await self._send(chunks)
+                finally:
+                    self.busy = False
+        except CloseConnection as exc:
+            log.info("closing connection from %s: %s", self.peer, exc)
+            self.close()
+        except (ConnectionError, asyncio.CancelledError):
+            self.close()
+        except Exception:
+            log.exception("closing connection from %s after an internal error", self.peer)
+            self.close()
+
+    async def _send(self, chunks: list[Any]) -> None:
+        transport = self.transport
+        assert transport is not None
+        pending: list[Any] = []
+        for chunk in chunks:
+            if isinstance(chunk, FileRegion):
+                if chunk.length < SENDFILE_MIN_BYTES:
+                    pending.append(chunk.read())
+                    continue
+                if pending:
+                    transport.write(b"".join(pending))
+                    pending = []
+                await asyncio.get_running_loop().sendfile(
+                    transport, chunk.file, chunk.position, chunk.length, fallback=True
+                )
+            else:
+                pending.append(chunk)
+        if pending:
+            transport.write(b"".join(pending))
+        if not self._can_write.is_set():
+            await self._can_write.wait()
+
+    def close(self) -> None:
+        self._closing = True
+        self._frame_ready.set()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def drain_and_close(self) -> None:
+        """Graceful shutdown: stop reading, finish the request in flight, then close."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self._frames.clear()
+        self._stopping = True
+        self._frame_ready.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), timeout=5)
+            except (TimeoutError, asyncio.CancelledError):
+                self._task.cancel()
+        self.close()

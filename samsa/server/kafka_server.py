@@ -1,0 +1,318 @@
+"""The broker process: listeners, request dispatch, partitions, background work, shutdown.
+
+``KafkaServer`` is asyncio-only; ``samsa.Broker`` (embedded.py) wraps it for synchronous code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from samsa.cluster.partition import Partition
+from samsa.cluster.topics import Topic, TopicStore
+from samsa.config import BrokerConfig, ConfigError, LogConfig
+from samsa.errors import ErrorCode
+from samsa.handlers import load_handlers
+from samsa.handlers.registry import APIS
+from samsa.protocol import build
+from samsa.protocol.codec import (
+    MalformedRequestError,
+    decode_request,
+    encode_response,
+    peek_key_and_version,
+)
+from samsa.server.connection import CloseConnection, Connection
+from samsa.server.context import RequestContext
+from samsa.server.producer_ids import ProducerIdManager
+from samsa.storage.checkpoint import write_atomically
+from samsa.storage.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+META_PROPERTIES = "meta.properties"
+FIRST_GENERATED_BROKER_ID = 1001
+_TICK_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str  # the security protocol, e.g. PLAINTEXT
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, uri: str) -> Listener:
+        parts = urlsplit(uri)
+        name = parts.scheme.upper()
+        if name != "PLAINTEXT":
+            raise ConfigError(f"Invalid listener {uri!r}: only PLAINTEXT listeners are supported")
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if port is None:
+            raise ConfigError(f"Invalid listener {uri!r}: expected PLAINTEXT://host:port")
+        return cls(name, parts.hostname or "", port)
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig | Mapping[str, Any] | None = None) -> None:
+        self.config = config if isinstance(config, BrokerConfig) else BrokerConfig(config)
+        self.listeners = [Listener.parse(u) for u in self.config.get("listeners")]
+        advertised = self.config.get("advertised.listeners")
+        self._advertised = [Listener.parse(u) for u in advertised] if advertised else None
+        if not self.listeners:
+            raise ConfigError("Invalid value for configuration listeners: no listener given")
+        load_handlers()
+        self.log_manager = LogManager(self.config, topic_config=self.topic_log_config)
+        self.topics: TopicStore | None = None
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.connections: set[Connection] = set()
+        self.broker_id = self.config.get("broker.id")
+        self.cluster_id = ""
+        self.bound: list[Listener] = []
+        self.producer_ids: ProducerIdManager | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self._tasks: list[asyncio.Task] = []
+        self._flushing: set[tuple[str, int]] = set()
+        self.started = False
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        first_dir = Path(self.log_manager.dirs[0])
+        for directory in self.log_manager.dirs:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+        self._load_meta_properties()
+        self.log_manager.startup()
+        self.topics = TopicStore(first_dir)
+        self.producer_ids = ProducerIdManager(first_dir)
+        self._open_partitions()
+        loop = asyncio.get_running_loop()
+        max_request = self.config.get("socket.request.max.bytes")
+        for listener in self.listeners:
+            server = await loop.create_server(
+                lambda: self._new_connection(max_request),
+                host=listener.host or None,
+                port=listener.port,
+                reuse_address=True,
+            )
+            port = server.sockets[0].getsockname()[1]
+            self.bound.append(Listener(listener.name, listener.host, port))
+            self._servers.append(server)
+        self._tasks.append(loop.create_task(self._background()))
+        self.started = True
+        log.info("samsa broker %d started on %s (cluster %s)", self.broker_id,
+                 ", ".join(f"{b.host}:{b.port}" for b in self.bound), self.cluster_id)
+
+    def _new_connection(self, max_request: int) -> Connection:
+        connection = Connection(self.dispatch, max_request, self.connections.discard)
+        self.connections.add(connection)
+        return connection
+
+    def _load_meta_properties(self) -> None:
+        found: dict[str, str] = {}
+        for directory in self.log_manager.dirs:
+            path = Path(directory) / META_PROPERTIES
+            if path.exists():
+                for line in path.read_text().splitlines():
+                    if "=" in line and not line.startswith("#"):
+                        key, value = line.split("=", 1)
+                        found.setdefault(key.strip(), value.strip())
+        stored_id = int(found["broker.id"]) if "broker.id" in found else None
+        if self.broker_id == -1:
+            self.broker_id = stored_id if stored_id is not None else FIRST_GENERATED_BROKER_ID
+        elif stored_id is not None and stored_id != self.broker_id:
+            raise ConfigError(
+                f"Invalid value {self.broker_id} for configuration broker.id: the data in "
+                f"{self.log_manager.dirs[0]} belongs to broker {stored_id}"
+            )
+        self.cluster_id = found.get("cluster.id") or new_cluster_id()
+        text = f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
+        for directory in self.log_manager.dirs:
+            write_atomically(Path(directory) / META_PROPERTIES, text.encode())
+
+    def _open_partitions(self) -> None:
+        assert self.topics is not None
+        wanted = {
+            (t.name, p) for t in self.topics.topics.values() for p in range(t.partitions)
+        }
+        for tp in list(self.log_manager.logs):
+            if tp not in wanted:
+                log.warning("deleting log %s-%d: its topic no longer exists", *tp)
+                self.log_manager.delete(*tp)
+        for topic in self.topics.topics.values():
+            self._open_topic_partitions(topic)
+
+    def _open_topic_partitions(self, topic: Topic) -> None:
+        config = self.topic_log_config(topic.name)
+        for p in range(topic.partitions):
+            if (topic.name, p) not in self.partitions:
+                log_ = self.log_manager.get_or_create(topic.name, p, config)
+                self.partitions[(topic.name, p)] = Partition(topic.name, p, log_)
+
+    async def stop(self) -> None:
+        """Graceful shutdown: stop accepting, finish in-flight requests, flush, mark clean."""
+        if not self.started:
+            return
+        self.started = False
+        for server in self._servers:
+            server.close()
+        await asyncio.gather(*(c.drain_and_close() for c in list(self.connections)))
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for server in self._servers:
+            await server.wait_closed()
+        self.log_manager.shutdown()
+        log.info("samsa broker %d stopped cleanly", self.broker_id)
+
+    # --- background work ------------------------------------------------------------------------
+
+    async def _background(self) -> None:
+        loop = asyncio.get_running_loop()
+        c = self.config
+        every = {
+            "retention": c.get("log.retention.check.interval.ms") / 1000,
+            "recovery": c.get("log.flush.offset.checkpoint.interval.ms") / 1000,
+            "start": c.get("log.flush.start.offset.checkpoint.interval.ms") / 1000,
+        }
+        last = dict.fromkeys(every, loop.time())
+        while True:
+            await asyncio.sleep(_TICK_SECONDS)
+            now = loop.time()
+            try:
+                for tp, log_ in list(self.log_manager.logs.items()):
+                    log_.maybe_flush_by_time()
+                    if log_.recovery_point < log_.active.base_offset and tp not in self._flushing:
+                        self._flushing.add(tp)
+                        loop.run_in_executor(None, log_.flush_rolled).add_done_callback(
+                            lambda _f, tp=tp: self._flushing.discard(tp)
+                        )
+                if now - last["retention"] >= every["retention"]:
+                    last["retention"] = now
+                    self.log_manager.cleanup()
+                if now - last["recovery"] >= every["recovery"]:
+                    last["recovery"] = now
+                    self.log_manager.checkpoint_recovery_points()
+                if now - last["start"] >= every["start"]:
+                    last["start"] = now
+                    self.log_manager.checkpoint_log_start_offsets()
+            except Exception:
+                log.exception("background log maintenance failed; retrying at the next tick")
+
+    # --- requests -------------------------------------------------------------------------------
+
+    async def dispatch(self, frame: bytes, connection: Connection) -> list[Any] | None:
+        try:
+            request = decode_request(frame)
+        except MalformedRequestError as exc:
+            key, version = peek_key_and_version(frame) if len(frame) >= 4 else (-1, -1)
+            if key == API_VERSIONS_KEY and not self._supported(key, version):
+                return self._api_versions_fallback(frame)
+            raise CloseConnection(str(exc)) from None
+        key, version = request.api_key, request.api_version
+        if key == API_VERSIONS_KEY and not self._supported(key, version):
+            return self._api_versions_fallback(frame, request.correlation_id)
+        api = APIS.get(key)
+        if api is None or not api.supports(version) or request.body is None:
+            raise CloseConnection(f"unsupported api key {key} version {version}")
+        ctx = RequestContext(self, request, connection)
+        data = await api.handle(ctx, request.body)
+        if data is None:
+            return None
+        return encode_response(request.correlation_id, build.response(key, version, data))
+
+    @staticmethod
+    def _supported(key: int, version: int) -> bool:
+        api = APIS.get(key)
+        return api is not None and api.supports(version)
+
+    def _api_versions_fallback(self, frame: bytes, correlation_id: int | None = None) -> list[Any]:
+        """An ApiVersions version we do not know: answer v0 with UNSUPPORTED_VERSION and our
+        ApiVersions range (KIP-511), header v0, without parsing the body."""
+        if correlation_id is None:
+            if len(frame) < 8:
+                raise CloseConnection("ApiVersions request too short for a header")
+            correlation_id = int.from_bytes(frame[4:8], "big", signed=True)
+        api = APIS[API_VERSIONS_KEY]
+        data = {
+            "error_code": ErrorCode.unsupported_version,
+            "api_keys": [{"api_key": api.key, "min_version": api.min_version,
+                          "max_version": api.max_version}],
+        }
+        return encode_response(correlation_id, build.response(API_VERSIONS_KEY, 0, data))
+
+    # --- topics -----------------------------------------------------------------------------------
+
+    def topic_log_config(self, topic: str) -> LogConfig:
+        overrides = {}
+        if self.topics is not None and (t := self.topics.get(topic)) is not None:
+            overrides = t.configs
+        return LogConfig.from_props(overrides, defaults=self.log_manager.defaults)
+
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str] | None = None,
+        internal: bool = False,
+    ) -> Topic:
+        """Create a topic and its partition logs (arguments already validated)."""
+        assert self.topics is not None
+        topic = self.topics.create(name, partitions, dict(configs or {}), internal)
+        self._open_topic_partitions(topic)
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        assert self.topics is not None
+        topic = self.topics.delete(name)
+        if topic is None:
+            return
+        for p in range(topic.partitions):
+            self.partitions.pop((name, p), None)
+            self.log_manager.delete(name, p)
+
+    def add_partitions(self, name: str, total: int) -> None:
+        assert self.topics is not None
+        self.topics.set_partitions(name, total)
+        topic = self.topics.get(name)
+        assert topic is not None
+        self._open_topic_partitions(topic)
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        assert self.topics is not None
+        self.topics.set_configs(name, dict(configs))
+        config = self.topic_log_config(name)
+        for (t, _), partition in self.partitions.items():
+            if t == name:
+                partition.log.update_config(config)
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    @property
+    def advertised(self) -> list[Listener]:
+        """What Metadata tells clients: advertised.listeners, else the bound listeners."""
+        if self._advertised:
+            return [
+                Listener(a.name, a.host, a.port or b.port)
+                for a, b in zip(self._advertised, self.bound, strict=False)
+            ]
+        return [
+            Listener(b.name, b.host if b.host not in ("", "0.0.0.0") else "127.0.0.1", b.port)
+            for b in self.bound
+        ]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{a.host}:{a.port}" for a in self.advertised)
