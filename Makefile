@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Debian packages the tests need (kcat: a real CLI client).
-APT_PACKAGES :=
+APT_PACKAGES := kcat
 
-.PHONY: setup run test lint bench-storage clean
+.PHONY: setup apt run test lint bench bench-storage clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,13 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check samsa tests bench
+
+run: $(STAMP)
+	$(BIN)/samsa server --override log.dirs=data
+
+bench: setup
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python bench/broker_bench.py
 
 bench-storage: setup
 	$(BIN)/python bench/storage_bench.py

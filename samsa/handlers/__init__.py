@@ -10,6 +10,8 @@ _MODULES = (
     "produce",
     "fetch",
     "offsets",
+    "topics",
+    "configs",
 )
 
 
