@@ -54,10 +54,11 @@ def _write_entries(path: Path, entries: list[str]) -> None:
 
 def _read_entries(path: Path, fields: int) -> list[list[str]] | None:
     try:
-        lines = path.read_text().splitlines()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
     try:
+        lines = raw.decode("utf-8").splitlines()
         if int(lines[0]) != VERSION:
             raise ValueError(f"unknown version {lines[0]}")
         count = int(lines[1])
@@ -65,7 +66,7 @@ def _read_entries(path: Path, fields: int) -> list[list[str]] | None:
         if len(entries) != count or any(len(e) != fields for e in entries):
             raise ValueError("entry count or shape does not match")
         return entries
-    except (IndexError, ValueError) as exc:
+    except (IndexError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         log.warning("ignoring malformed checkpoint file %s: %s", path, exc)
         return None
 

@@ -349,7 +349,7 @@ class Log:
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """The first record whose timestamp is >= ``timestamp`` (ListOffsets), or None."""
         for segment in self.segments:
-            if segment.max_timestamp < timestamp:
+            if segment.largest_timestamp < timestamp:
                 continue
             # The time index entry names the last offset of the batch where the segment's
             # max timestamp first reached it: start from that batch, not from that offset.

@@ -68,9 +68,14 @@ class LogManager:
     def startup(self) -> None:
         """Lock every data directory and open every partition log found in it, recovering the
         ones a crash left behind."""
+        try:
+            for directory in self.dirs:  # every directory is ours before anything is touched
+                directory.mkdir(parents=True, exist_ok=True)
+                self._lock(directory)
+        except KafkaStorageError:
+            self._release()
+            raise
         for directory in self.dirs:
-            directory.mkdir(parents=True, exist_ok=True)
-            self._lock(directory)
             marker = directory / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
             recovery_points = read_offsets(directory / RECOVERY_POINT_FILE)

@@ -89,6 +89,12 @@ class LogSegment:
         last = self.time_index.last_entry
         if last is not None:
             self.max_timestamp, self.offset_of_max_timestamp = last
+        elif self.size:
+            first = self._header_at(0)
+            if first is not None and first.max_timestamp >= 0:
+                # A segment with timestamps always has its final time index entry.
+                log.warning("rebuilding index %s: it is empty", self.time_index.path)
+                return False
         return True
 
     def load_tail(self) -> bool:
@@ -104,6 +110,9 @@ class LogSegment:
                 self.first_batch_timestamp = header.max_timestamp
             self.bytes_since_last_index_entry += header.size
             pos += header.size
+        last_time_entry = self.time_index.last_entry
+        if last_time_entry is not None and last_time_entry[1] >= self.next_offset:
+            return False  # whole batches were lost after the index was written
         if self.size == 0:
             return True
         if self.first_batch_timestamp is None:
@@ -137,6 +146,8 @@ class LogSegment:
             os.ftruncate(self.fd, pos)
         self.size = pos
         self.next_offset = expected
+        if self.max_timestamp >= 0:  # as at a roll: the last entry holds the largest timestamp
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.index.flush()
         self.time_index.flush()
         return truncated
