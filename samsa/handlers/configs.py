@@ -1,1 +1,386 @@
-"""Placeholder: filled in by the admin handlers work."""
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Topic configs are the keys of ``samsa.config.TOPIC_KEYS``: a topic's overrides are kept in the
+topic store and laid over the broker's defaults (``log.segment.bytes`` -> ``segment.bytes``...).
+Broker configs come from ``server.properties`` only: they can be described but not altered
+(there are no dynamic broker configs).
+
+Config sources and types use Kafka's numbers (DescribeConfigsResponse.ConfigSource and
+ConfigType).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from samsa.cluster.topics import topic_name_problem
+from samsa.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, Key, LogConfig, Type
+from samsa.errors import ErrorCode
+from samsa.handlers.registry import api
+from samsa.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from samsa.server.kafka_server import KafkaServer
+
+# ConfigResource.Type
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+
+# DescribeConfigsResponse.ConfigSource
+SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+# DescribeConfigsResponse.ConfigType
+CONFIG_TYPES: dict[Type, int] = {
+    Type.BOOLEAN: 1,
+    Type.STRING: 2,
+    Type.INT: 3,
+    Type.LONG: 5,
+    Type.DOUBLE: 6,
+    Type.LIST: 7,
+}
+
+# IncrementalAlterConfigs operations (AlterConfigOp.OpType)
+OP_SET = 0
+OP_DELETE = 1
+OP_APPEND = 2
+OP_SUBTRACT = 3
+_OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+
+DYNAMIC_BROKER_UNSUPPORTED = "dynamic broker configs are not supported"
+
+
+class ResourceError(Exception):
+    """A failure of one config resource: an error code and Kafka's message."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def config_string(value: Any) -> str | None:
+    """A config value as Kafka writes it on the wire (ConfigDef.convertToString)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+# --- synonyms -------------------------------------------------------------------------------------
+
+
+def _broker_synonym_group(name: str) -> list[str]:
+    """The broker keys that set the same thing as ``name``, most precise first
+    (Kafka's DynamicBrokerConfig.brokerConfigSynonyms)."""
+    for key in BROKER_KEYS.values():
+        group = [key.name, *(s for s, _ in key.synonyms)]
+        if key.name == "log.flush.interval.ms":
+            group.append("log.flush.scheduler.interval.ms")
+        if name in group and len(group) > 1:
+            return group
+    return [name]
+
+
+def _static_and_default(names: Iterable[str], explicit: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Synonym entries for broker keys: the ones set in server.properties, then the defaults."""
+    names = list(names)
+    static = [
+        {"name": n, "value": config_string(explicit[n]), "source": SOURCE_STATIC_BROKER}
+        for n in names if explicit.get(n) is not None
+    ]
+    defaults = [
+        {"name": n, "value": config_string(BROKER_KEYS[n].default), "source": SOURCE_DEFAULT}
+        for n in names if BROKER_KEYS[n].default is not None
+    ]
+    return static + defaults
+
+
+def _broker_key_for_topic_key(name: str) -> str | None:
+    for key in BROKER_KEYS.values():
+        if key.topic == name:
+            return key.name
+    return None
+
+
+def _entry(
+    key: Key, value: Any, synonyms: list[dict[str, Any]], read_only: bool,
+    include_synonyms: bool, include_documentation: bool,
+) -> dict[str, Any]:
+    return {
+        "name": key.name,
+        "value": config_string(value),
+        "read_only": read_only,
+        "config_source": synonyms[0]["source"] if synonyms else SOURCE_DEFAULT,
+        "is_sensitive": False,
+        "synonyms": synonyms if include_synonyms else [],
+        "config_type": CONFIG_TYPES.get(key.type, 0),
+        "documentation": key.doc if include_documentation else None,
+    }
+
+
+# --- describing ----------------------------------------------------------------------------------
+
+
+def topic_config_entries(
+    server: KafkaServer,
+    overrides: Mapping[str, Any],
+    names: Iterable[str] | None = None,
+    include_synonyms: bool = False,
+    include_documentation: bool = False,
+) -> list[dict[str, Any]]:
+    """DescribeConfigs entries of a topic with these overrides (validated already): every topic
+    key, or only ``names``, with its effective value, source and synonyms."""
+    effective = LogConfig.from_props(overrides, defaults=server.log_manager.defaults).to_props()
+    explicit = server.config._explicit
+    wanted = set(names) if names else None
+    entries = []
+    for name, key in TOPIC_KEYS.items():
+        if wanted is not None and name not in wanted:
+            continue
+        synonyms: list[dict[str, Any]] = []
+        if name in overrides:
+            synonyms.append(
+                {"name": name, "value": config_string(effective[name]), "source": SOURCE_TOPIC}
+            )
+        broker_key = _broker_key_for_topic_key(name)
+        if broker_key is not None:
+            synonyms += _static_and_default(_broker_synonym_group(broker_key), explicit)
+        entries.append(_entry(key, effective[name], synonyms, False, include_synonyms,
+                              include_documentation))
+    return entries
+
+
+def broker_config_entries(
+    server: KafkaServer,
+    names: Iterable[str] | None = None,
+    include_synonyms: bool = False,
+    include_documentation: bool = False,
+) -> list[dict[str, Any]]:
+    """DescribeConfigs entries of this broker: every broker key with its effective value.
+
+    The synonyms are Kafka's: the key's group (log.retention.ms/minutes/hours...), static values
+    before defaults, from the first entry that names the key itself on."""
+    explicit = server.config._explicit
+    wanted = set(names) if names else None
+    entries = []
+    for name, key in BROKER_KEYS.items():
+        if wanted is not None and name not in wanted:
+            continue
+        synonyms = _static_and_default(_broker_synonym_group(name), explicit)
+        while synonyms and synonyms[0]["name"] != name:
+            synonyms.pop(0)
+        # broker.id -1 means "generate one": show the id this broker runs with.
+        value = server.broker_id if name == "broker.id" else server.config.get(name)
+        entries.append(_entry(key, value, synonyms, True, include_synonyms,
+                              include_documentation))
+    return entries
+
+
+def _check_broker_name(server: KafkaServer, name: str) -> None:
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise ResourceError(
+            ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
+        ) from None
+    if broker_id != server.broker_id:
+        raise ResourceError(
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {server.broker_id} or empty string, "
+            f"but received {name}",
+        )
+
+
+def _existing_topic_overrides(server: KafkaServer, name: str) -> dict[str, str]:
+    problem = topic_name_problem(name)
+    if problem:
+        raise ResourceError(ErrorCode.invalid_topic_exception, problem)
+    assert server.topics is not None
+    topic = server.topics.get(name)
+    if topic is None:
+        raise ResourceError(
+            ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+        )
+    return dict(topic.configs)
+
+
+def _describe_one(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> list[Any]:
+    server = ctx.server
+    names = resource.configuration_keys
+    if resource.resource_type == RESOURCE_TOPIC:
+        overrides = _existing_topic_overrides(server, resource.resource_name)
+        return topic_config_entries(server, overrides, names, synonyms, docs)
+    if resource.resource_type == RESOURCE_BROKER:
+        if resource.resource_name == "":
+            # The cluster-wide dynamic defaults: there are none.
+            return []
+        _check_broker_name(server, resource.resource_name)
+        return broker_config_entries(server, names, synonyms, docs)
+    raise ResourceError(
+        ErrorCode.invalid_request, f"Unsupported resource type: {resource.resource_type}"
+    )
+
+
+@api(32, "DescribeConfigs", 1, 4)
+async def describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    synonyms = bool(request.include_synonyms)
+    docs = bool(getattr(request, "include_documentation", False))
+    results = []
+    for resource in request.resources or ():
+        result = {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "configs": [],
+        }
+        try:
+            result["configs"] = _describe_one(ctx, resource, synonyms, docs)
+        except ResourceError as exc:
+            result.update(error_code=exc.code, error_message=exc.message)
+        results.append(result)
+    return {"throttle_time": 0, "results": results}
+
+
+# --- altering ------------------------------------------------------------------------------------
+
+
+def _validate_topic_configs(server: KafkaServer, configs: Mapping[str, str]) -> None:
+    try:
+        LogConfig.from_props(configs, defaults=server.log_manager.defaults)
+    except ConfigError as exc:
+        raise ResourceError(ErrorCode.invalid_config, str(exc)) from None
+
+
+def _check_resource(server: KafkaServer, resource: Any) -> None:
+    """Checks common to both alter APIs, before the changes are looked at."""
+    if resource.resource_type == RESOURCE_BROKER:
+        if resource.resource_name != "":
+            _check_broker_name(server, resource.resource_name)
+        raise ResourceError(ErrorCode.invalid_request, DYNAMIC_BROKER_UNSUPPORTED)
+    if resource.resource_type != RESOURCE_TOPIC:
+        raise ResourceError(
+            ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}"
+        )
+    names = [c.name for c in resource.configs or ()]
+    if len(set(names)) != len(names):
+        raise ResourceError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+
+
+def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
+    seen: set[tuple[int, str]] = set()
+    duplicates: set[tuple[int, str]] = set()
+    for resource in resources:
+        ident = (resource.resource_type, resource.resource_name)
+        (duplicates if ident in seen else seen).add(ident)
+    return duplicates
+
+
+def _alter_result(resource: Any, error: ResourceError | None = None) -> dict[str, Any]:
+    return {
+        "error_code": error.code if error else ErrorCode.none,
+        "error_message": error.message if error else None,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+    }
+
+
+def _legacy_new_configs(server: KafkaServer, resource: Any) -> dict[str, str]:
+    _check_resource(server, resource)
+    nulls = [c.name for c in resource.configs or () if c.value is None]
+    if nulls:
+        raise ResourceError(
+            ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
+        )
+    new = {c.name: c.value for c in resource.configs or ()}
+    _existing_topic_overrides(server, resource.resource_name)
+    _validate_topic_configs(server, new)
+    return new
+
+
+def _list_parts(value: str | None, key: Key) -> list[str]:
+    if value is None:
+        value = config_string(key.default)
+    return [part for part in (value or "").split(",") if part]
+
+
+def _incremental_new_configs(server: KafkaServer, resource: Any) -> dict[str, str]:
+    _check_resource(server, resource)
+    nulls = [c.name for c in resource.configs or ()
+             if c.config_operation != OP_DELETE and c.value is None]
+    if nulls:
+        raise ResourceError(
+            ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
+        )
+    for change in resource.configs or ():
+        if change.config_operation not in _OP_NAMES:
+            raise ResourceError(
+                ErrorCode.invalid_request, f"Unknown operations type {change.config_operation}"
+            )
+    current = _existing_topic_overrides(server, resource.resource_name)
+    new = dict(current)
+    for change in resource.configs or ():
+        name, op = change.name, change.config_operation
+        if op == OP_SET:
+            new[name] = change.value
+        elif op == OP_DELETE:
+            new.pop(name, None)
+        else:
+            key = TOPIC_KEYS.get(name)
+            if key is None:
+                raise ResourceError(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
+            if key.type is not Type.LIST:
+                raise ResourceError(
+                    ErrorCode.invalid_config,
+                    f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.",
+                )
+            parts = _list_parts(new.get(name), key)
+            for item in filter(None, change.value.split(",")):
+                if op == OP_APPEND and item not in parts:
+                    parts.append(item)
+                elif op == OP_SUBTRACT and item in parts:
+                    parts.remove(item)
+            new[name] = ",".join(parts)
+    _validate_topic_configs(server, new)
+    return new
+
+
+def _alter(ctx: RequestContext, request: Any, new_configs: Any) -> dict[str, Any]:
+    server = ctx.server
+    resources = list(request.resources or ())
+    duplicates = _duplicates(resources)
+    validate_only = bool(request.validate_only)
+    responses = []
+    for resource in resources:
+        if (resource.resource_type, resource.resource_name) in duplicates:
+            responses.append(_alter_result(resource, ResourceError(
+                ErrorCode.invalid_request, "Each resource must appear at most once.")))
+            continue
+        try:
+            configs = new_configs(server, resource)
+        except ResourceError as exc:
+            responses.append(_alter_result(resource, exc))
+            continue
+        if not validate_only:
+            server.set_topic_configs(resource.resource_name, configs)
+        responses.append(_alter_result(resource))
+    return {"throttle_time": 0, "responses": responses}
+
+
+@api(33, "AlterConfigs", 0, 2)
+async def alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    """Replace the whole set of overrides of each topic (keys left out return to defaults)."""
+    return _alter(ctx, request, _legacy_new_configs)
+
+
+@api(44, "IncrementalAlterConfigs", 0, 1)
+async def incremental_alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    """SET / DELETE / APPEND / SUBTRACT single keys of each topic's overrides."""
+    return _alter(ctx, request, _incremental_new_configs)

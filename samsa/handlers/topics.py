@@ -1,1 +1,352 @@
-"""Placeholder: filled in by the admin handlers work."""
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
+
+One node: every partition has exactly one replica, on this broker. Checks and messages follow
+Kafka's controller (ReplicationControlManager and ControllerApis).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from samsa.cluster.topics import topic_name_problem
+from samsa.config import ConfigError, LogConfig
+from samsa.errors import ErrorCode
+from samsa.handlers.configs import topic_config_entries
+from samsa.handlers.registry import api
+from samsa.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from samsa.server.kafka_server import KafkaServer
+
+ZERO_UUID = uuid.UUID(int=0)
+# Kafka's internal topics (org.apache.kafka.common.internals.Topic.isInternal).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Kafka's controller refuses an operation that would write more than this many records
+# (QuorumController.MAX_RECORDS_PER_USER_OP); here, partitions created by one request.
+MAX_PARTITIONS_PER_REQUEST = 10000
+_TOO_LARGE = "Unable to perform excessively large batch operation."
+
+DELETION_DISABLED = "Topic deletion is disabled."
+UNKNOWN_TOPIC = "This server does not host this topic-partition."
+UNKNOWN_TOPIC_ID = "This server does not host this topic ID."
+
+
+class TopicError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _collision_key(name: str) -> str:
+    """'.' and '_' collide in metric names, so Kafka refuses topics that differ only there."""
+    return name.replace(".", "_")
+
+
+def _check_manual_assignment(server: KafkaServer, broker_ids: Sequence[int]) -> None:
+    if not broker_ids:
+        raise TopicError(ErrorCode.invalid_replica_assignment,
+                         "The manual partition assignment includes an empty replica list.")
+    for broker_id, count in Counter(broker_ids).items():
+        if broker_id != server.broker_id:
+            raise TopicError(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes broker {broker_id}, but no such "
+                f"broker is registered.",
+            )
+        if count > 1:
+            raise TopicError(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes the broker {broker_id} more than "
+                f"once.",
+            )
+
+
+def _check_replication_factor(factor: int) -> None:
+    if factor != 1:
+        raise TopicError(
+            ErrorCode.invalid_replication_factor,
+            f"Replication factor {factor} is larger than the 1 available broker.",
+        )
+
+
+# --- CreateTopics --------------------------------------------------------------------------------
+
+
+def _topic_configs(server: KafkaServer, topic: Any) -> dict[str, str]:
+    nulls = [c.name for c in topic.configs or () if c.value is None]
+    if nulls:
+        raise TopicError(ErrorCode.invalid_config,
+                         "Null value not supported for topic configs: " + ",".join(nulls))
+    configs = {c.name: c.value for c in topic.configs or ()}
+    try:
+        LogConfig.from_props(configs, defaults=server.log_manager.defaults)
+    except ConfigError as exc:
+        raise TopicError(ErrorCode.invalid_config, str(exc)) from None
+    return configs
+
+
+def _partition_count(server: KafkaServer, topic: Any) -> int:
+    """Partitions of the new topic, after checking the assignment or the counts."""
+    if topic.assignments:
+        if topic.replication_factor != -1:
+            raise TopicError(ErrorCode.invalid_request,
+                             "A manual partition assignment was specified, but replication "
+                             "factor was not set to -1.")
+        if topic.num_partitions != -1:
+            raise TopicError(ErrorCode.invalid_request,
+                             "A manual partition assignment was specified, but numPartitions "
+                             "was not set to -1.")
+        seen: set[int] = set()
+        for assignment in topic.assignments:
+            if assignment.partition_index in seen:
+                raise TopicError(ErrorCode.invalid_replica_assignment,
+                                 f"Found multiple manual partition assignments for partition "
+                                 f"{assignment.partition_index}")
+            seen.add(assignment.partition_index)
+            _check_manual_assignment(server, assignment.broker_ids)
+        if seen != set(range(len(seen))):
+            raise TopicError(ErrorCode.invalid_replica_assignment,
+                             "partitions should be a consecutive 0-based integer sequence")
+        return len(seen)
+    if topic.replication_factor < -1 or topic.replication_factor == 0:
+        raise TopicError(ErrorCode.invalid_replication_factor,
+                         "Replication factor must be larger than 0, or -1 to use the default "
+                         "value.")
+    if topic.num_partitions < -1 or topic.num_partitions == 0:
+        raise TopicError(ErrorCode.invalid_partitions,
+                         "Number of partitions was set to an invalid non-positive value.")
+    factor = topic.replication_factor
+    if factor == -1:
+        factor = server.config.get("default.replication.factor")
+    _check_replication_factor(factor)
+    if topic.num_partitions == -1:
+        return int(server.config.get("num.partitions"))
+    return int(topic.num_partitions)
+
+
+def _created_result(
+    ctx: RequestContext, name: str, topic_id: uuid.UUID | None, partitions: int,
+    configs: dict[str, str],
+) -> dict[str, Any]:
+    entries = sorted(topic_config_entries(ctx.server, configs), key=lambda e: e["name"])
+    return {
+        "name": name,
+        "topic_id": topic_id,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "topic_config_error_code": ErrorCode.none,
+        "num_partitions": partitions,
+        "replication_factor": 1,
+        "configs": entries,
+    }
+
+
+def _failed_result(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "topic_id": None,
+        "error_code": code,
+        "error_message": message,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": [],
+    }
+
+
+@api(19, "CreateTopics", 2, 7)
+async def create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    server = ctx.server
+    store = server.topics
+    assert store is not None
+    requested = list(request.topics or ())
+    counts = Counter(t.name for t in requested)
+    validate_only = bool(request.validate_only)
+    taken = {_collision_key(name): name for name in store.topics}
+    budget = MAX_PARTITIONS_PER_REQUEST
+    results = []
+    answered: set[str] = set()
+    for topic in requested:
+        name = topic.name
+        if name in answered:
+            continue
+        answered.add(name)
+        if counts[name] > 1:
+            results.append(_failed_result(name, ErrorCode.invalid_request,
+                                          "Duplicate topic name."))
+            continue
+        try:
+            problem = topic_name_problem(name)
+            if problem:
+                raise TopicError(ErrorCode.invalid_topic_exception, problem)
+            if store.get(name) is not None:
+                raise TopicError(ErrorCode.topic_already_exists,
+                                 f"Topic '{name}' already exists.")
+            colliding = taken.get(_collision_key(name))
+            if colliding is not None:
+                raise TopicError(ErrorCode.invalid_topic_exception,
+                                 f"Topic '{name}' collides with existing topic: {colliding}")
+            configs = _topic_configs(server, topic)
+            partitions = _partition_count(server, topic)
+            if partitions > budget:
+                raise TopicError(ErrorCode.policy_violation, _TOO_LARGE)
+        except TopicError as exc:
+            results.append(_failed_result(name, exc.code, exc.message))
+            continue
+        budget -= partitions
+        taken[_collision_key(name)] = name
+        topic_id = None
+        if not validate_only:
+            created = server.create_topic(name, partitions, configs,
+                                          internal=name in INTERNAL_TOPICS)
+            topic_id = created.topic_id
+        results.append(_created_result(ctx, name, topic_id, partitions, configs))
+    return {"throttle_time": 0, "topics": results}
+
+
+# --- DeleteTopics --------------------------------------------------------------------------------
+
+
+def _delete_result(
+    name: str | None, topic_id: uuid.UUID | None, code: ErrorCode = ErrorCode.none,
+    message: str | None = None,
+) -> dict[str, Any]:
+    return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
+
+
+def _requested_deletions(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any]]:
+    """(name, topic id) pairs as the client sent them; one of the two may be None."""
+    if ctx.version < 6:
+        return [(name, None) for name in request.topic_names or ()]
+    return [
+        (t.name, None if t.topic_id in (None, ZERO_UUID) else t.topic_id)
+        for t in request.topics or ()
+    ]
+
+
+@api(20, "DeleteTopics", 1, 6)
+async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    server = ctx.server
+    store = server.topics
+    assert store is not None
+    wanted = _requested_deletions(ctx, request)
+    if not server.config.get("delete.topic.enable"):
+        code = ErrorCode.topic_deletion_disabled if ctx.version >= 3 else ErrorCode.invalid_request
+        return {"throttle_time": 0,
+                "responses": [_delete_result(n, i, code, DELETION_DISABLED) for n, i in wanted]}
+    names = Counter(n for n, i in wanted if n is not None and i is None)
+    ids = Counter(i for n, i in wanted if n is None and i is not None)
+    responses = []
+    answered: set[Any] = set()
+    doomed: dict[uuid.UUID, str] = {}
+    for name, topic_id in wanted:
+        if name is not None and topic_id is not None:
+            responses.append(_delete_result(name, topic_id, ErrorCode.invalid_request,
+                                            "You may not specify both topic name and topic id."))
+            continue
+        if name is None and topic_id is None:
+            responses.append(_delete_result(None, None, ErrorCode.invalid_request,
+                                            "Neither topic name nor id were specified."))
+            continue
+        ident = ("name", name) if name is not None else ("id", topic_id)
+        if ident in answered:
+            continue
+        answered.add(ident)
+        if name is not None and names[name] > 1:
+            responses.append(_delete_result(name, None, ErrorCode.invalid_request,
+                                            "Duplicate topic name."))
+            continue
+        if topic_id is not None and ids[topic_id] > 1:
+            responses.append(_delete_result(None, topic_id, ErrorCode.invalid_request,
+                                            "Duplicate topic id."))
+            continue
+        topic = store.get(name) if name is not None else store.by_id(topic_id)
+        if topic is None:
+            if name is not None:
+                responses.append(_delete_result(name, None, ErrorCode.unknown_topic_or_partition,
+                                                UNKNOWN_TOPIC))
+            else:
+                responses.append(_delete_result(None, topic_id, ErrorCode.unknown_topic_id,
+                                                UNKNOWN_TOPIC_ID))
+            continue
+        if topic.topic_id in doomed:
+            responses.append(_delete_result(
+                topic.name, topic.topic_id, ErrorCode.invalid_request,
+                "The provided topic name maps to an ID that was already supplied."))
+            continue
+        doomed[topic.topic_id] = topic.name
+        responses.append(_delete_result(topic.name, topic.topic_id))
+    for name in doomed.values():
+        server.delete_topic(name)
+    return {"throttle_time": 0, "responses": responses}
+
+
+# --- CreatePartitions ----------------------------------------------------------------------------
+
+
+def _check_new_partitions(server: KafkaServer, topic: Any, budget: int) -> int:
+    """The number of partitions to add, after Kafka's checks."""
+    assert server.topics is not None
+    existing = server.topics.get(topic.name)
+    if existing is None:
+        raise TopicError(ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC)
+    current = existing.partitions
+    if topic.count == current:
+        raise TopicError(ErrorCode.invalid_partitions,
+                         f"Topic already has {current} partition(s).")
+    if topic.count < current:
+        raise TopicError(ErrorCode.invalid_partitions,
+                         f"The topic {topic.name} currently has {current} partition(s); "
+                         f"{topic.count} would not be an increase.")
+    additional = topic.count - current
+    if topic.assignments is not None:
+        if len(topic.assignments) != additional:
+            raise TopicError(ErrorCode.invalid_replica_assignment,
+                             f"Attempted to add {additional} additional partition(s), but only "
+                             f"{len(topic.assignments)} assignment(s) were specified.")
+        for assignment in topic.assignments:
+            _check_manual_assignment(server, assignment.broker_ids)
+    if additional > budget:
+        raise TopicError(ErrorCode.policy_violation, _TOO_LARGE)
+    return additional
+
+
+def _partitions_result(name: str, code: ErrorCode = ErrorCode.none,
+                       message: str | None = None) -> dict[str, Any]:
+    return {"name": name, "error_code": code, "error_message": message}
+
+
+def _duplicated(names: Iterable[str]) -> set[str]:
+    return {name for name, count in Counter(names).items() if count > 1}
+
+
+@api(37, "CreatePartitions", 0, 3)
+async def create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    server = ctx.server
+    requested = list(request.topics or ())
+    duplicates = _duplicated(t.name for t in requested)
+    validate_only = bool(request.validate_only)
+    budget = MAX_PARTITIONS_PER_REQUEST
+    results = []
+    answered: set[str] = set()
+    for topic in requested:
+        if topic.name in answered:
+            continue
+        answered.add(topic.name)
+        if topic.name in duplicates:
+            results.append(_partitions_result(topic.name, ErrorCode.invalid_request,
+                                              "Duplicate topic name."))
+            continue
+        try:
+            additional = _check_new_partitions(server, topic, budget)
+        except TopicError as exc:
+            results.append(_partitions_result(topic.name, exc.code, exc.message))
+            continue
+        budget -= additional
+        if not validate_only:
+            server.add_partitions(topic.name, topic.count)
+        results.append(_partitions_result(topic.name))
+    return {"throttle_time": 0, "results": results}

@@ -10,6 +10,7 @@ serializers do for fields marked ignorable.
 from __future__ import annotations
 
 import datetime
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields, is_dataclass
@@ -53,6 +54,10 @@ def _plan(cls: type) -> _Plan:
     for f in fields(cls):
         nested, many = None, False
         tp = f.type
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):  # nullable: X | None
+            present = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(present) == 1:
+                tp = present[0]
         args = typing.get_args(tp)
         if typing.get_origin(tp) is tuple and args and is_dataclass(args[0]):
             nested, many = args[0], True
