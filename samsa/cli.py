@@ -1,4 +1,8 @@
-"""The ``samsa`` command. Each tool prints one line to stderr and exits 1 on a bad argument."""
+"""The ``samsa`` command. Each tool prints one line to stderr and exits non-zero on an error.
+
+``server`` and ``dump-log`` live here; the client tools (``topics``, ``configs``, ``produce``,
+``consume``) live in ``samsa.tools``.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from samsa.config import parse_properties
 from samsa.errors import KafkaError
 from samsa.records.batch import iter_headers
 from samsa.records.record import decode_records
+from samsa.tools import COMMANDS
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -100,6 +105,14 @@ def dump_log(files: tuple[Path, ...], print_data_log: bool) -> None:
             click.echo(f"Found {len(data) - end} trailing bytes at position {end} (a torn batch)")
 
 
+for _command in COMMANDS:
+    main.add_command(_command)
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
 def run() -> None:
     """Entry point that turns any uncaught error into one line on stderr."""
     try:
@@ -109,10 +122,10 @@ def run() -> None:
     except click.Abort:
         sys.exit(130)
     except click.ClickException as exc:
-        click.echo(f"samsa: {exc.format_message()}", err=True)
+        click.echo(f"samsa: {_one_line(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
     except (KafkaError, OSError, ValueError) as exc:
-        click.echo(f"samsa: {exc}", err=True)
+        click.echo(f"samsa: {_one_line(str(exc))}", err=True)
         sys.exit(1)
 
 

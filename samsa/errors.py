@@ -89,3 +89,15 @@ class KafkaStorageError(KafkaError):
     """The disk failed under a log."""
 
     code = ErrorCode.kafka_storage_error
+
+
+class InvalidProducerEpochError(KafkaError):
+    """A batch from an older epoch than the partition knows for its producer id."""
+
+    code = ErrorCode.invalid_producer_epoch
+
+
+class OutOfOrderSequenceError(KafkaError):
+    """A batch whose first sequence does not follow the producer's last one."""
+
+    code = ErrorCode.out_of_order_sequence_number

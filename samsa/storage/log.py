@@ -40,6 +40,7 @@ from samsa.records.batch import (
 )
 from samsa.records.record import decode_records
 from samsa.storage.epoch import LeaderEpochCache
+from samsa.storage.producer_state import ProducerStateManager
 from samsa.storage.segment import INT32_MAX, LOG_SUFFIX, LogSegment
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class AppendInfo:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     batches: list[BatchHeader]  # as validated, before offsets were assigned
+    duplicate: bool = False  # an idempotent retry: nothing was written, offsets are the original's
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class Log:
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.epochs = LeaderEpochCache(self.dir)
+        self.producer_state = ProducerStateManager(self.dir)
         self.unflushed_messages = 0
         self.last_flush_ms = clock()
         self._load(recovery_point, log_start_offset, had_clean_shutdown)
@@ -160,6 +163,18 @@ class Log:
             self.truncate_fully_and_start_at(self.log_start_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
         self.epochs.truncate_from_start(self.log_start_offset)
+        self._load_producer_state()
+
+    def _load_producer_state(self) -> None:
+        """Restore idempotent-producer state: the latest snapshot, then the batches after it
+        (headers only)."""
+        start = self.producer_state.load(self.log_start_offset, self.log_end_offset)
+        first = max(0, bisect_right(self._bases, start) - 1)
+        for segment in self.segments[first:]:
+            origin = segment.index.lookup(start) if segment.base_offset <= start else 0
+            for _, header in segment.scan(origin):
+                if header.base_offset >= start and header.producer_id >= 0:
+                    self.producer_state.replay(header)
 
     def _recover(self, recovery_point: int, clean: bool) -> None:
         """Kafka's rules: after an unclean shutdown every segment from the one holding the
@@ -240,6 +255,20 @@ class Log:
                 f"batch offset {first} is below the log end offset {self.log_end_offset}"
             )
 
+        producer_batch = None
+        if assign_offsets and any(h.producer_id >= 0 for h in headers):
+            producer_batch = self.producer_state.begin()
+            for header in headers:
+                if header.producer_id < 0:
+                    continue
+                duplicate = producer_batch.check(header)
+                if duplicate is not None:
+                    if len(headers) > 1:
+                        raise InvalidRecordError("a duplicate batch inside a multi-batch append")
+                    append_ts = duplicate.timestamp if append_time >= 0 else -1
+                    return AppendInfo(duplicate.first_offset, duplicate.last_offset, append_ts,
+                                      self.log_start_offset, headers, duplicate=True)
+
         stamped: list[BatchHeader] = []
         iov: list[bytes | memoryview] = []
         offset, pos = first, 0
@@ -266,6 +295,12 @@ class Log:
 
         segment = self._maybe_roll(total, stamped, now)
         segment.append(iov, stamped)
+        idempotent = [h for h in stamped if h.producer_id >= 0]
+        if producer_batch is not None:
+            producer_batch.commit(idempotent)
+        else:
+            for header in idempotent:
+                self.producer_state.update(header)
         for header in stamped:
             self.epochs.assign(header.leader_epoch, header.base_offset)
         self.unflushed_messages += sum(h.records_count for h in stamped)
@@ -296,7 +331,9 @@ class Log:
             self._remove_segment(self.active)  # an empty segment with a stale base
         else:
             self.active.on_become_inactive()
-        return self._add_segment(base)
+        segment = self._add_segment(base)
+        self.producer_state.take_snapshot(base)
+        return segment
 
     # --- read -------------------------------------------------------------------------------------
 
@@ -423,6 +460,7 @@ class Log:
         for segment in doomed:
             self._remove_segment(segment)
         if doomed:
+            self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
             new_start = self.segments[0].base_offset
             if new_start > self.log_start_offset:
                 self.log_start_offset = new_start
@@ -464,6 +502,8 @@ class Log:
             segment.truncate_to(cut, offset if cut == pos else header.next_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
+        self.producer_state.truncate_to(self.log_end_offset)
+        self._load_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in list(self.segments):
@@ -473,6 +513,8 @@ class Log:
         self._add_segment(offset)
         self.log_start_offset = self.recovery_point = offset
         self.epochs.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
+        self.producer_state.load(offset, offset)
 
     # --- durability -------------------------------------------------------------------------------
 
@@ -511,6 +553,7 @@ class Log:
     def close(self) -> None:
         """Clean close: fsync everything, write the indexes and release the files."""
         self.active.on_become_inactive()
+        self.producer_state.take_snapshot(self.log_end_offset)
         self.flush()
         for segment in self.segments:
             segment.close()

@@ -171,7 +171,12 @@ class LogManager:
     # --- periodic work (the server schedules these) --------------------------------------------
 
     def cleanup(self) -> int:
-        """Apply retention to every log (``log.retention.check.interval.ms``)."""
+        """Apply retention to every log (``log.retention.check.interval.ms``) and drop the state
+        of idle idempotent producers (``producer.id.expiration.ms``)."""
+        expiration = self.config.get("producer.id.expiration.ms")
+        now = self.clock()
+        for log_ in self.logs.values():
+            log_.producer_state.remove_expired(now, expiration)
         deleted = sum(log_.delete_old_segments() for log_ in self.logs.values())
         if deleted:
             self.checkpoint_log_start_offsets()

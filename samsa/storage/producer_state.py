@@ -57,7 +57,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from samsa.errors import ErrorCode, KafkaError
+from samsa.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from samsa.records.batch import NO_SEQUENCE, BatchHeader
 from samsa.storage.checkpoint import write_atomically
 
@@ -75,18 +75,6 @@ _FILE_HEADER = struct.Struct(">hI")  # version, crc
 _COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhqb")  # producer id, epoch, last timestamp, batch count
 _BATCH = struct.Struct(">iiqqq")  # first seq, last seq, first offset, last offset, max timestamp
-
-
-class InvalidProducerEpochError(KafkaError):
-    """A batch from an older epoch than the partition knows for its producer id."""
-
-    code = ErrorCode.invalid_producer_epoch
-
-
-class OutOfOrderSequenceError(KafkaError):
-    """A batch whose first sequence does not follow the producer's last one."""
-
-    code = ErrorCode.out_of_order_sequence_number
 
 
 class CorruptSnapshotError(ValueError):

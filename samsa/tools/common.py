@@ -1,0 +1,161 @@
+"""What every client tool shares: the --bootstrap-server option, client configs, key=value
+parsing, a reachability check and the turning of client errors into one ``samsa:`` line.
+
+Errors leave a tool as ``click.ClickException`` (or ``click.UsageError``); ``samsa.cli.run``
+prints them as one line on stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import socket
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import click
+from confluent_kafka import KafkaError as ClientError
+from confluent_kafka import KafkaException
+
+from samsa.config import parse_properties
+from samsa.errors import kafka_name
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# How long a tool waits for the cluster's metadata before calling the broker unreachable.
+METADATA_TIMEOUT_S = 10.0
+# TCP connect timeout of the reachability check, per bootstrap address.
+CONNECT_TIMEOUT_S = 5.0
+# Timeout of one admin request (create, delete, describe, alter).
+REQUEST_TIMEOUT_S = 30.0
+
+_HOST_PORT = re.compile(r"^(?:[A-Za-z_]+://)?(?P<host>\[[^\]]+\]|[^:/\s]+):(?P<port>\d{1,5})$")
+
+
+class ToolError(click.ClickException):
+    """A failure a tool reports as one line (exit 1)."""
+
+
+def bootstrap_option(command: Callable[P, R]) -> Callable[P, R]:
+    """The required ``--bootstrap-server HOST:PORT[,HOST:PORT...]`` option."""
+    return click.option(
+        "--bootstrap-server", "bootstrap_server", required=True, metavar="HOST:PORT",
+        help="The broker(s) to connect to: host:port, comma separated.",
+    )(command)
+
+
+def parse_bootstrap(value: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port]`` -> addresses; a UsageError for anything else."""
+    addresses = []
+    for item in value.split(","):
+        item = item.strip()
+        match = _HOST_PORT.match(item)
+        if match is None or not 0 < int(match["port"]) < 65536:
+            raise click.UsageError(
+                f"--bootstrap-server takes host:port[,host:port...], got {value!r}"
+            )
+        addresses.append((match["host"].strip("[]"), int(match["port"])))
+    return addresses
+
+
+def check_reachable(bootstrap: str) -> None:
+    """Fail fast (one line) when no bootstrap address accepts a TCP connection.
+
+    librdkafka retries a refused connection until its own timeouts run out; this turns the
+    common case (nothing listening) into an immediate, clear error.
+    """
+    problems = []
+    for host, port in parse_bootstrap(bootstrap):
+        try:
+            with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+                return
+        except OSError as exc:
+            problems.append(f"{host}:{port} ({exc.strerror or exc})")
+    raise ToolError(f"cannot connect to any bootstrap server: {', '.join(problems)}")
+
+
+def parse_assignments(items: Iterable[str], option: str) -> dict[str, str]:
+    """``k=v`` items (as given to --config, --property, ...) -> dict; UsageError if malformed."""
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.UsageError(f"{option} takes key=value, got {item!r}")
+        result[key.strip()] = value
+    return result
+
+
+def read_properties_file(path: Path | None, option: str) -> dict[str, str]:
+    if path is None:
+        return {}
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise click.UsageError(f"{option}: cannot read {path}: {exc.strerror or exc}") from exc
+    return parse_properties(text.splitlines())
+
+
+def parse_bool(value: str, name: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise click.UsageError(f"property {name} takes true or false, got {value!r}")
+
+
+def unescape(value: str) -> str:
+    r"""Separators given on a command line: ``\t``, ``\n``, ``\r`` and ``\\`` mean the character."""
+    return re.sub(
+        r"\\([tnr\\])", lambda m: {"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}[m[1]], value
+    )
+
+
+def client_config(
+    bootstrap: str, client_id: str, extra: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A librdkafka config with short timeouts and its own logging silenced."""
+    parse_bootstrap(bootstrap)
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "client.id": client_id,
+        "socket.timeout.ms": 10_000,
+        "socket.connection.setup.timeout.ms": 10_000,
+        # librdkafka logs every reconnect attempt on stderr; the tools report errors themselves.
+        "log_level": 0,
+    }
+    config.update(extra or {})
+    return config
+
+
+def error_name(err: ClientError) -> str:
+    """Kafka's name for a broker error (TOPIC_ALREADY_EXISTS); librdkafka's for a local one."""
+    code = err.code()
+    if code >= 0:
+        return kafka_name(code)
+    return err.name().lstrip("_")
+
+
+def describe_error(err: object) -> str:
+    """One line for a client error: ``NAME: message``."""
+    if isinstance(err, KafkaException) and err.args:
+        err = err.args[0]
+    if isinstance(err, ClientError):
+        message = err.str() or ""
+        if message.startswith("Broker: "):
+            message = message[len("Broker: "):]
+        return f"{error_name(err)}: {message}".rstrip(": ")
+    return " ".join(str(err).split())
+
+
+def handle_client_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn client exceptions escaping a command into one ``samsa:`` line."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except KafkaException as exc:
+            raise ToolError(describe_error(exc)) from exc
+
+    return wrapper

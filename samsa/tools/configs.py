@@ -1,0 +1,231 @@
+"""``samsa configs``: kafka-configs.sh for topics and brokers (--describe, --alter)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import click
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ClusterMetadata,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
+
+from samsa.tools.admin import connect_admin, raise_errors, results, source_id, source_name
+from samsa.tools.common import (
+    REQUEST_TIMEOUT_S,
+    ToolError,
+    bootstrap_option,
+    handle_client_errors,
+    read_properties_file,
+)
+
+ENTITY_TYPES = {"topics": ResourceType.TOPIC, "brokers": ResourceType.BROKER}
+SINGULAR = {"topics": "topic", "brokers": "broker"}
+# Commas and equals signs inside [...] belong to the value: k1=v1,k2=[a,b],k3=v3.
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+_SPLIT_PAIRS = re.compile("," + _OUTSIDE_BRACKETS)
+_SPLIT_KEY = re.compile(r"\s*=\s*" + _OUTSIDE_BRACKETS)
+
+
+def parse_add_config(values: Iterable[str]) -> dict[str, str]:
+    """Kafka's --add-config syntax: ``k1=v1,k2=[v1,v2],k3=v3`` (brackets are dropped)."""
+    configs: dict[str, str] = {}
+    for value in values:
+        for pair in _SPLIT_PAIRS.split(value):
+            parts = _SPLIT_KEY.split(pair)
+            if len(parts) != 2 or not parts[0].strip():
+                raise click.UsageError(
+                    'invalid entity config: all configs to be added must be in the format '
+                    f'"key=val", got {pair!r}'
+                )
+            configs[parts[0].strip()] = re.sub(r"[\[\]]", "", parts[1]).strip()
+    return configs
+
+
+def parse_delete_config(values: Iterable[str]) -> list[str]:
+    keys: list[str] = []
+    for value in values:
+        for key in value.split(","):
+            key = key.strip()
+            if not key:
+                raise click.UsageError(f"--delete-config takes k1,k2,..., got {value!r}")
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+@click.command("configs")
+@bootstrap_option
+@click.option("--entity-type", "entity_type", type=click.Choice(sorted(ENTITY_TYPES)),
+              help="The kind of entity: topics or brokers.")
+@click.option("--entity-name", "entity_name", help="The topic name or broker id.")
+@click.option("--topic", help="Short for --entity-type topics --entity-name TOPIC.")
+@click.option("--broker", help="Short for --entity-type brokers --entity-name ID.")
+@click.option("--describe", is_flag=True, help="Print the entity's configs.")
+@click.option("--alter", is_flag=True, help="Change the entity's configs.")
+@click.option("--all", "describe_all", is_flag=True,
+              help="With --describe: every config, not only the dynamic ones.")
+@click.option("--add-config", "add_config", multiple=True, metavar="K1=V1,K2=[V2,V3]",
+              help="Configs to set, with --alter.")
+@click.option("--add-config-file", "add_config_file",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="A properties file of configs to set, with --alter.")
+@click.option("--delete-config", "delete_config", multiple=True, metavar="K1,K2",
+              help="Configs to remove, with --alter.")
+@click.option("--command-config", "command_config",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="A properties file of admin client configs.")
+@handle_client_errors
+def configs(
+    bootstrap_server: str, entity_type: str | None, entity_name: str | None,
+    topic: str | None, broker: str | None,
+    describe: bool, alter: bool, describe_all: bool, add_config: tuple[str, ...],
+    add_config_file: Path | None, delete_config: tuple[str, ...], command_config: Path | None,
+) -> None:
+    """Describe and alter topic and broker configs, as kafka-configs.sh does."""
+    entity_type, entity_name = _entity(entity_type, entity_name, topic, broker)
+    if describe == alter:
+        raise click.UsageError("exactly one of --describe or --alter is required")
+    additions = parse_add_config(add_config)
+    additions.update(read_properties_file(add_config_file, "--add-config-file"))
+    deletions = parse_delete_config(delete_config)
+    if describe and (additions or deletions or add_config_file):
+        raise click.UsageError("--add-config and --delete-config can only be used with --alter")
+    if alter and describe_all:
+        raise click.UsageError("--all can only be used with --describe")
+    if alter and entity_name is None:
+        raise click.UsageError("--alter requires --entity-name")
+    if alter and not (additions or deletions):
+        raise click.UsageError(
+            "at least one of --add-config, --add-config-file or --delete-config is required"
+            " with --alter"
+        )
+    extra = read_properties_file(command_config, "--command-config")
+    admin, metadata = connect_admin(bootstrap_server, "samsa-configs", extra)
+    resource_type = ENTITY_TYPES[entity_type]
+    if describe:
+        names = _names_to_describe(entity_type, entity_name, metadata)
+        for name in names:
+            _describe(admin, entity_type, resource_type, name, describe_all)
+        return
+    assert entity_name is not None
+    if entity_type == "brokers":
+        entity_name = str(int(entity_name))
+    _alter(admin, entity_type, resource_type, entity_name, additions, deletions)
+
+
+def _entity(
+    entity_type: str | None, entity_name: str | None, topic: str | None, broker: str | None
+) -> tuple[str, str | None]:
+    """Resolve --entity-type/--entity-name and the --topic/--broker shorthands."""
+    if topic is not None and broker is not None:
+        raise click.UsageError("only one of --topic or --broker may be given")
+    if (topic is not None or broker is not None) and (
+        entity_type is not None or entity_name is not None
+    ):
+        raise click.UsageError("--topic and --broker can't be combined with --entity-*")
+    if topic is not None:
+        entity_type, entity_name = "topics", topic
+    elif broker is not None:
+        entity_type, entity_name = "brokers", broker
+    if entity_type is None:
+        raise click.UsageError("--entity-type is required (topics or brokers)")
+    if entity_type == "brokers" and entity_name is not None and not _is_int(entity_name):
+        raise click.UsageError(
+            "the entity name for brokers must be a valid integer broker id, but it is:"
+            f" {entity_name!r}"
+        )
+    if entity_type == "topics" and entity_name is not None and not entity_name:
+        raise click.UsageError("--entity-name must not be empty")
+    return entity_type, entity_name
+
+
+def _is_int(value: str) -> bool:
+    try:
+        int(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _names_to_describe(
+    entity_type: str, entity_name: str | None, metadata: ClusterMetadata
+) -> list[str]:
+    if entity_name is not None:
+        return [str(int(entity_name))] if entity_type == "brokers" else [entity_name]
+    if entity_type == "topics":
+        return sorted(metadata.topics)
+    return [str(b) for b in sorted(metadata.brokers)]
+
+
+def _dynamic_source(entity_type: str) -> int:
+    """Where a config set for this kind of entity comes from (Kafka's ConfigSource id)."""
+    if entity_type == "topics":
+        return ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    return ConfigSource.DYNAMIC_BROKER_CONFIG.value
+
+
+def _fetch(
+    admin: AdminClient, entity_type: str, resource_type: ResourceType, name: str, all_: bool
+) -> list[ConfigEntry]:
+    futures = admin.describe_configs(
+        [ConfigResource(resource_type, name)], request_timeout=REQUEST_TIMEOUT_S
+    )
+    described, errors = results(futures, REQUEST_TIMEOUT_S + 5)
+    raise_errors(errors)
+    entries: dict[str, ConfigEntry] = next(iter(described.values()))
+    source = _dynamic_source(entity_type)
+    return sorted(
+        (e for e in entries.values() if all_ or source_id(e.source) == source),
+        key=lambda e: e.name,
+    )
+
+
+def _value(value: str | None) -> str:
+    return "null" if value is None else value
+
+
+def _describe(
+    admin: AdminClient, entity_type: str, resource_type: ResourceType, name: str, all_: bool
+) -> None:
+    entries = _fetch(admin, entity_type, resource_type, name, all_)
+    kind = "All" if all_ else "Dynamic"
+    click.echo(f"{kind} configs for {SINGULAR[entity_type]} {name} are:")
+    for entry in entries:
+        synonyms = ", ".join(
+            f"{source_name(s.source)}:{s.name}={_value(s.value)}"
+            for s in entry.synonyms.values()
+        )
+        click.echo(
+            f"  {entry.name}={_value(entry.value)} sensitive={str(entry.is_sensitive).lower()}"
+            f" synonyms={{{synonyms}}}"
+        )
+
+
+def _alter(
+    admin: AdminClient, entity_type: str, resource_type: ResourceType, name: str,
+    additions: dict[str, str], deletions: list[str],
+) -> None:
+    current = {e.name for e in _fetch(admin, entity_type, resource_type, name, False)}
+    invalid = [key for key in deletions if key not in current]
+    if invalid:
+        raise ToolError(f"INVALID_CONFIG: Invalid config(s): {','.join(invalid)}")
+    changes = [
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+        for key, value in additions.items()
+    ] + [
+        ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE)
+        for key in deletions
+    ]
+    resource = ConfigResource(resource_type, name, incremental_configs=changes)
+    futures = admin.incremental_alter_configs([resource], request_timeout=REQUEST_TIMEOUT_S)
+    _, errors = results(futures, REQUEST_TIMEOUT_S + 5)
+    raise_errors(errors)
+    click.echo(f"Completed updating config for {SINGULAR[entity_type]} {name}.")
