@@ -81,6 +81,9 @@ def dump_log(files: tuple[Path, ...], print_data_log: bool) -> None:
         end = 0
         for pos, h in iter_headers(data):
             end = pos + h.size
+            # Kafka labels a batch's timestamps with its type; LogAppendTime records all carry
+            # the batch's max timestamp (the broker's clock at append).
+            time_type = "LogAppendTime" if h.log_append_time else "CreateTime"
             click.echo(
                 f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count}"
                 f" position: {pos} size: {h.size} magic: {h.magic}"
@@ -89,14 +92,15 @@ def dump_log(files: tuple[Path, ...], print_data_log: bool) -> None:
                 f" isControl: {str(h.is_control).lower()}"
                 f" producerId: {h.producer_id} producerEpoch: {h.producer_epoch}"
                 f" baseSequence: {h.base_sequence} partitionLeaderEpoch: {h.leader_epoch}"
-                f" CreateTime: {h.max_timestamp}"
+                f" {time_type}: {h.max_timestamp}"
             )
             if print_data_log:
                 try:
                     for r in decode_records(memoryview(data)[pos:end]):
                         headers = ",".join(f"{k}:{v!r}" for k, v in r.headers)
+                        timestamp = h.max_timestamp if h.log_append_time else r.timestamp
                         click.echo(
-                            f"| offset: {r.offset} CreateTime: {r.timestamp}"
+                            f"| offset: {r.offset} {time_type}: {timestamp}"
                             f" key: {r.key!r} payload: {r.value!r} headers: [{headers}]"
                         )
                 except KafkaError as exc:

@@ -30,7 +30,7 @@ class Partition:
 
     def append(self, records: bytes | memoryview) -> AppendInfo:
         info = self.log.append(records, leader_epoch=self.leader_epoch)
-        self._wake()
+        self.wake_waiters()
         return info
 
     def add_waiter(self, waiter: asyncio.Future[None]) -> None:
@@ -39,7 +39,7 @@ class Partition:
     def remove_waiter(self, waiter: asyncio.Future[None]) -> None:
         self._waiters.discard(waiter)
 
-    def _wake(self) -> None:
+    def wake_waiters(self) -> None:
         if self._waiters:
             for waiter in self._waiters:
                 if not waiter.done():

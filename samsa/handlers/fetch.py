@@ -159,7 +159,7 @@ async def fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 for partition in plan.partitions:
                     partition.remove_waiter(waiter)
             responses, total, errors = plan.read()
-            if errors:
+            if errors or not ctx.server.started:  # a stopping broker answers at once
                 break
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
             "responses": responses}

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from kio.index import KioIndexError, load_request_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError
+
+from samsa.protocol.guard import check_body
 
 _KEY_AND_VERSION = struct.Struct(">hh")
 _SIZE = struct.Struct(">i")
@@ -41,21 +44,27 @@ def peek_key_and_version(frame: bytes) -> tuple[int, int]:
     return _KEY_AND_VERSION.unpack_from(frame, 0)
 
 
+@cache
+def _request_schema(api_key: int, api_version: int) -> Any:
+    try:
+        return load_request_schema(api_key, api_version)
+    except KioIndexError:
+        return None
+
+
 def decode_request(frame: bytes) -> Request:
     """Decode a frame (the bytes after the size prefix)."""
     api_key, api_version = peek_key_and_version(frame)
-    try:
-        schema = load_request_schema(api_key, api_version)
-    except KioIndexError:
-        schema = None
+    schema = _request_schema(api_key, api_version)
     try:
         if schema is None:
             header, _ = _read_header_v1(frame, 0)
             body = None
         else:
             header, used = entity_reader(schema.__header_schema__)(frame, 0)
+            check_body(schema, frame, used)
             body, _ = entity_reader(schema)(frame, used)
-    except (DecodeError, KeyError, ValueError, TypeError) as exc:
+    except (DecodeError, KeyError, ValueError, TypeError) as exc:  # FrameTooShort too
         raise MalformedRequestError(
             f"cannot decode api key {api_key} v{api_version}: {type(exc).__name__}: {exc}"
         ) from None

@@ -61,6 +61,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._task = asyncio.get_running_loop().create_task(self._process())
+        self._task.add_done_callback(lambda _task: self._on_close(self))
 
     def data_received(self, data: bytes) -> None:
         buf = self._buf
@@ -92,7 +93,8 @@ class Connection(asyncio.Protocol):
         self._closing = True
         self._frame_ready.set()
         self._can_write.set()
-        self._on_close(self)
+        if self._task is not None and self.busy:
+            self._task.cancel()  # e.g. a long-poll fetch for a client that is gone
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -125,7 +127,7 @@ class Connection(asyncio.Protocol):
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
         except (ConnectionError, asyncio.CancelledError):
-            self.close()
+            self.close()  # the task ends here: a cancelled connection is finished
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
             self.close()

@@ -170,6 +170,8 @@ class KafkaServer:
         self.started = False
         for server in self._servers:
             server.close()
+        for partition in self.partitions.values():
+            partition.wake_waiters()  # long-polls answer now with what they have
         await asyncio.gather(*(c.drain_and_close() for c in list(self.connections)))
         for task in self._tasks:
             task.cancel()

@@ -295,8 +295,8 @@ def produce(
             _send(producer, topic, key, value, headers, deliveries, number, timeout_s)
             if sync:
                 _flush(producer, timeout_s + 5)
-            elif number % _BATCH == 0:
-                producer.poll(0)
+            else:
+                producer.poll(0)  # serve delivery callbacks as we go
     except ToolError as exc:
         problem = exc  # a line the reader refuses: send what came before it, then report it
     remaining = _flush(producer, timeout_s + 5)

@@ -120,7 +120,13 @@ def topics(
     action = chosen[0]
     for name, value in options.items():
         if value not in (None, False, ()) and name not in ALLOWED[action]:
-            raise click.UsageError(f"option {OPTION_NAMES[name]} can't be used with --{action}")
+            hint = (
+                "; change topic configs with `samsa configs --alter`"
+                if name == "config" and action == "alter" else ""
+            )
+            raise click.UsageError(
+                f"option {OPTION_NAMES[name]} can't be used with --{action}{hint}"
+            )
     extra = read_properties_file(command_config, "--command-config")
     topic: str | None = options["topic"]
     if action in ("create", "alter") and topic is None:
@@ -131,6 +137,8 @@ def topics(
         raise click.UsageError(
             "--alter requires --partitions (change topic configs with `samsa configs --alter`)"
         )
+    if action == "alter" and options["partitions"] < 1:
+        raise click.UsageError("--partitions must be greater than 0")
     configs = parse_assignments(options["config"], "--config")
 
     admin, metadata = connect_admin(bootstrap_server, "samsa-topics", extra)
@@ -259,8 +267,6 @@ def _topic_overrides(admin: AdminClient, names: list[str]) -> dict[str, list[str
 
 
 def _alter(admin: AdminClient, names: list[str], partitions: int) -> None:
-    if partitions < 1:
-        raise click.UsageError("--partitions must be greater than 0")
     futures = admin.create_partitions(
         [NewPartitions(name, partitions) for name in names],
         operation_timeout=REQUEST_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S,

@@ -1,0 +1,390 @@
+"""Shared helpers for the client tests: brokers, a raw Kafka protocol client, record batches.
+
+Every wait here is bounded: sockets have timeouts and ``wait_for`` gives up after its deadline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import itertools
+import socket
+import struct
+import time
+import types
+import typing
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+import samsa
+from samsa.records.batch import iter_headers
+from samsa.records.record import Record, RecordInput, decode_records, encode_batch
+
+# Keys of the APIs the raw tests use.
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+API_VERSIONS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 18, 22, 23
+
+_SIZE = struct.Struct(">i")
+BASE_TIME_MS = 1_700_000_000_000
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05,
+             what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+# --- brokers ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[samsa.Broker]:
+    """A fresh broker (defaults: one partition per auto-created topic)."""
+    with samsa.Broker(tmp_path / "data") as b:
+        yield b
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[Callable[..., samsa.Broker]]:
+    """``broker_factory(**overrides)``: a started broker with config overrides, stopped at the
+    end of the test."""
+    started: list[samsa.Broker] = []
+    counter = itertools.count()
+
+    def make(**overrides: Any) -> samsa.Broker:
+        b = samsa.Broker(tmp_path / f"data{next(counter)}", **overrides)
+        b.start()
+        started.append(b)
+        return b
+
+    yield make
+    for b in reversed(started):
+        b.stop()
+
+
+# --- record batches -----------------------------------------------------------------------------
+
+
+def make_batch(
+    values: Sequence[bytes | None],
+    *,
+    keys: Sequence[bytes | None] | None = None,
+    timestamps: Sequence[int] | None = None,
+    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+    timestamp: int = BASE_TIME_MS,
+    **kwargs: Any,
+) -> bytes:
+    """One v2 record batch as a producer sends it (base offset 0, leader epoch -1)."""
+    records = [
+        RecordInput(
+            value,
+            key=keys[i] if keys is not None else None,
+            timestamp=timestamps[i] if timestamps is not None else None,
+            headers=headers[i] if headers is not None else (),
+        )
+        for i, value in enumerate(values)
+    ]
+    return encode_batch(records, timestamp=timestamp, **kwargs)
+
+
+def whole_batches(data: bytes) -> list[bytes]:
+    """The whole batches at the start of ``data`` (a partial tail batch is dropped)."""
+    out = []
+    for pos, header in iter_headers(data):
+        if pos + header.size > len(data):
+            break
+        out.append(bytes(data[pos : pos + header.size]))
+    return out
+
+
+def decode_all(data: bytes | None) -> list[Record]:
+    """The records of every whole batch in ``data`` (CRCs are not checked here)."""
+    if not data:
+        return []
+    return [r for batch in whole_batches(bytes(data)) for r in decode_records(batch)]
+
+
+# --- raw protocol ------------------------------------------------------------------------------
+
+
+def _nested(tp: Any) -> tuple[Any, bool]:
+    """(entity class, is a sequence) of a field type, or (None, False)."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            tp = args[0]
+    if typing.get_origin(tp) is tuple:
+        args = typing.get_args(tp)
+        if args and dataclasses.is_dataclass(args[0]):
+            return args[0], True
+    if dataclasses.is_dataclass(tp):
+        return tp, False
+    return None, False
+
+
+def build_entity(cls: type, data: dict[str, Any]) -> Any:
+    """A kio entity from a dict of its fields: nested dicts and lists become the nested
+    entities, ints become timedeltas where kio wants them. Keys the version does not have are
+    dropped, so one dict serves several versions."""
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        nested, many = _nested(f.type)
+        kafka_type = f.metadata.get("kafka_type", "")
+        if value is None:
+            pass
+        elif nested is not None and many:
+            value = tuple(v if dataclasses.is_dataclass(v) else build_entity(nested, v)
+                          for v in value)
+        elif nested is not None and isinstance(value, dict):
+            value = build_entity(nested, value)
+        elif kafka_type.startswith("timedelta") and isinstance(value, int):
+            value = datetime.timedelta(milliseconds=value)
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def encode_request(
+    api_key: int, version: int, body: Any, correlation_id: int, client_id: str | None = "raw"
+) -> bytes:
+    """A size-prefixed request frame; ``body`` is a kio entity or a dict of its fields."""
+    schema = load_request_schema(api_key, version)
+    entity = body if isinstance(body, schema) else build_entity(schema, body)
+    header_schema = schema.__header_schema__
+    header = header_schema(
+        request_api_key=api_key, request_api_version=version,
+        correlation_id=correlation_id, client_id=client_id,
+    )
+    chunks: list[bytes] = []
+
+    class _Out:
+        write = staticmethod(lambda data: chunks.append(bytes(data)))
+
+    entity_writer(header_schema)(_Out, header)
+    entity_writer(schema)(_Out, entity)
+    payload = b"".join(chunks)
+    return _SIZE.pack(len(payload)) + payload
+
+
+def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, response entity) of a frame without its size prefix."""
+    schema = load_response_schema(api_key, version)
+    header, used = entity_reader(schema.__header_schema__)(frame, 0)
+    body, size = entity_reader(schema)(frame, used)  # (entity, bytes read)
+    end = used + size
+    assert end == len(frame), f"{len(frame) - end} bytes left after the {schema.__name__}"
+    return header.correlation_id, body
+
+
+class ConnectionClosed(Exception):
+    pass
+
+
+class RawClient:
+    """A blocking Kafka protocol connection for tests: explicit frames, explicit versions."""
+
+    def __init__(self, address: tuple[str, int] | str, timeout: float = 10.0) -> None:
+        if isinstance(address, str):
+            host, port = address.split(",")[0].rsplit(":", 1)
+            address = (host, int(port))
+        self.address = address
+        self.sock = socket.create_connection(address, timeout=timeout)
+        self.sock.settimeout(timeout)
+        self._corr = itertools.count(1)
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    # frames
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _read_exactly(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionClosed(f"connection closed after {len(buf)} of {n} bytes")
+            buf += chunk
+        return bytes(buf)
+
+    def recv_frame(self, timeout: float | None = None) -> bytes:
+        """The next response frame (without its size); socket.timeout if none comes."""
+        old = self.sock.gettimeout()
+        if timeout is not None:
+            self.sock.settimeout(timeout)
+        try:
+            (size,) = _SIZE.unpack(self._read_exactly(4))
+            return self._read_exactly(size)
+        finally:
+            self.sock.settimeout(old)
+
+    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
+        """True when the broker closes the connection (EOF or reset) within ``timeout``;
+        False when it stays open and silent. Any data received first is an error."""
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(65536)
+        except TimeoutError:
+            return False
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        assert data == b"", f"expected the connection to close, got {len(data)} bytes"
+        return True
+
+    # requests
+
+    def send(self, api_key: int, version: int, body: Any, correlation_id: int | None = None,
+             client_id: str | None = "raw") -> int:
+        corr = next(self._corr) if correlation_id is None else correlation_id
+        self.send_bytes(encode_request(api_key, version, body, corr, client_id))
+        return corr
+
+    def recv(self, api_key: int, version: int, timeout: float | None = None) -> tuple[int, Any]:
+        return decode_response(api_key, version, self.recv_frame(timeout))
+
+    def request(self, api_key: int, version: int, body: Any, timeout: float | None = None) -> Any:
+        corr = self.send(api_key, version, body)
+        got, response = self.recv(api_key, version, timeout)
+        assert got == corr, f"correlation id {got}, expected {corr}"
+        return response
+
+    # the APIs the tests use, with the versions librdkafka / kafka-python pick
+
+    def api_versions(self, version: int = 3) -> Any:
+        body = {"client_software_name": "raw", "client_software_version": "1.0"}
+        return self.request(API_VERSIONS, version, body if version >= 3 else {})
+
+    def metadata(self, topics: Sequence[str] | None, version: int = 8, auto_create: bool = True
+                 ) -> Any:
+        body = {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": auto_create,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        }
+        return self.request(METADATA, version, body)
+
+    def create_topic(self, topic: str) -> None:
+        """Auto-create ``topic`` through Metadata and check it exists."""
+        response = self.metadata([topic])
+        assert response.topics[0].error_code == 0, response.topics[0]
+
+    @staticmethod
+    def produce_body(topic: str, records: bytes | None, partition: int = 0, acks: int = -1
+                     ) -> dict[str, Any]:
+        return {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout": 5000,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": partition, "records": records}]}
+            ],
+        }
+
+    def produce(self, topic: str, records: bytes | None, partition: int = 0, acks: int = -1,
+                version: int = 8) -> Any:
+        """The partition response of a one-partition produce."""
+        response = self.request(PRODUCE, version, self.produce_body(topic, records, partition,
+                                                                    acks))
+        return response.responses[0].partition_responses[0]
+
+    @staticmethod
+    def fetch_body(topic: str, offset: int, partition: int = 0, max_wait_ms: int = 0,
+                   min_bytes: int = 1, max_bytes: int = 1 << 20,
+                   partition_max_bytes: int = 1 << 20, current_leader_epoch: int = -1
+                   ) -> dict[str, Any]:
+        return {
+            "replica_id": -1,
+            "max_wait": max_wait_ms,
+            "min_bytes": min_bytes,
+            "max_bytes": max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{
+                "topic": topic,
+                "partitions": [{
+                    "partition": partition,
+                    "current_leader_epoch": current_leader_epoch,
+                    "fetch_offset": offset,
+                    "log_start_offset": -1,
+                    "partition_max_bytes": partition_max_bytes,
+                }],
+            }],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+
+    def fetch(self, topic: str, offset: int, version: int = 11, timeout: float | None = None,
+              **kwargs: Any) -> Any:
+        """The partition data of a one-partition fetch."""
+        response = self.request(FETCH, version, self.fetch_body(topic, offset, **kwargs),
+                                timeout=timeout)
+        assert response.error_code == 0, response
+        return response.responses[0].partitions[0]
+
+    def list_offsets(self, topic: str, timestamp: int = -1, partition: int = 0,
+                     current_leader_epoch: int = -1, version: int = 5) -> Any:
+        body = {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [{
+                "name": topic,
+                "partitions": [{
+                    "partition_index": partition,
+                    "current_leader_epoch": current_leader_epoch,
+                    "timestamp": timestamp,
+                }],
+            }],
+        }
+        response = self.request(LIST_OFFSETS, version, body)
+        return response.topics[0].partitions[0]
+
+    def log_end_offset(self, topic: str, partition: int = 0) -> int:
+        result = self.list_offsets(topic, -1, partition)
+        assert result.error_code == 0, result
+        return result.offset
+
+    def init_producer_id(self, version: int = 1) -> tuple[int, int]:
+        response = self.request(
+            INIT_PRODUCER_ID, version, {"transactional_id": None, "transaction_timeout": 60000}
+        )
+        assert response.error_code == 0, response
+        return response.producer_id, response.producer_epoch
+
+
+@pytest.fixture
+def raw(broker: samsa.Broker) -> Iterator[Callable[[], RawClient]]:
+    """``raw()`` opens a RawClient to ``broker``; all are closed at the end of the test."""
+    opened: list[RawClient] = []
+
+    def connect() -> RawClient:
+        client = RawClient(("127.0.0.1", broker.port))
+        opened.append(client)
+        return client
+
+    yield connect
+    for client in opened:
+        client.close()
