@@ -80,10 +80,11 @@ class LogManager:
             clean = marker.exists()
             recovery_points = read_offsets(directory / RECOVERY_POINT_FILE)
             start_offsets = read_offsets(directory / LOG_START_OFFSET_FILE)
-            if not clean:
+            partition_dirs = [p for p in sorted(directory.iterdir()) if p.is_dir()]
+            if not clean and any(parse_partition_dir(p.name) for p in partition_dirs):
                 log.info("%s: no clean shutdown marker; recovering unflushed segments", directory)
-            for path in sorted(directory.iterdir()):
-                tp = parse_partition_dir(path.name) if path.is_dir() else None
+            for path in partition_dirs:
+                tp = parse_partition_dir(path.name)
                 if tp is None:
                     continue
                 self.logs[tp] = Log(
