@@ -91,6 +91,9 @@ def build(cls: type, data: Mapping[str, Any]) -> Any:
     return cls(**kwargs)
 
 
+response_schema = cache(load_response_schema)
+
+
 def response(api_key: int, version: int, data: Mapping[str, Any]) -> Any:
     """The response entity of ``api_key`` at ``version`` built from ``data``."""
-    return build(load_response_schema(api_key, version), data)
+    return build(response_schema(api_key, version), data)

@@ -28,6 +28,7 @@ from samsa.protocol.codec import (
     encode_response,
     peek_key_and_version,
 )
+from samsa.protocol.fast import FAST_RESPONSES, encode_fast
 from samsa.server.connection import CloseConnection, Connection
 from samsa.server.context import RequestContext
 from samsa.server.producer_ids import ProducerIdManager
@@ -217,7 +218,9 @@ class KafkaServer:
 
     # --- requests -------------------------------------------------------------------------------
 
-    async def dispatch(self, frame: bytes, connection: Connection) -> list[Any] | None:
+    async def dispatch(
+        self, frame: bytes | memoryview, connection: Connection
+    ) -> list[Any] | None:
         try:
             request = decode_request(frame)
         except MalformedRequestError as exc:
@@ -235,6 +238,8 @@ class KafkaServer:
         data = await api.handle(ctx, request.body)
         if data is None:
             return None
+        if key in FAST_RESPONSES:
+            return [encode_fast(key, version, request.correlation_id, data)]
         return encode_response(request.correlation_id, build.response(key, version, data))
 
     @staticmethod
