@@ -22,7 +22,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from samsa.config import LogConfig
 from samsa.errors import (
@@ -54,8 +54,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime
@@ -233,80 +232,94 @@ class Log:
         theirs, which must continue the log. Nothing is written unless every batch is valid.
         """
         view = memoryview(records)
-        headers = validate_batches(
-            view, allow_control=allow_control, from_client=assign_offsets
-        )
-        total = len(view)
+        headers = validate_batches(view, allow_control=allow_control, from_client=assign_offsets)
+        max_bytes = self.config.max_message_bytes
         for header in headers:
-            if header.size > self.config.max_message_bytes:
+            if header.size > max_bytes:
                 raise MessageTooLargeError(
-                    f"record batch of {header.size} bytes exceeds max.message.bytes "
-                    f"{self.config.max_message_bytes}"
+                    f"record batch of {header.size} bytes exceeds max.message.bytes {max_bytes}"
                 )
-        if total > self.config.segment_bytes:
+        if len(view) > self.config.segment_bytes:
             raise RecordListTooLargeError(
-                f"{total} bytes of records exceed segment.bytes {self.config.segment_bytes}"
+                f"{len(view)} bytes of records exceed segment.bytes {self.config.segment_bytes}"
             )
+        if assign_offsets:
+            return self._append_as_leader(view, headers, leader_epoch)
+        return self._append_as_follower(view, headers)
+
+    def _append_as_leader(
+        self, view: memoryview, headers: list[BatchHeader], leader_epoch: int
+    ) -> AppendInfo:
         now = self.clock()
-        append_time = now if self.config.log_append_time and assign_offsets else -1
-        first = self.log_end_offset if assign_offsets else headers[0].base_offset
-        if not assign_offsets and first < self.log_end_offset:
-            raise InvalidRecordError(
-                f"batch offset {first} is below the log end offset {self.log_end_offset}"
-            )
-
+        append_time = now if self.config.log_append_time else -1
         producer_batch = None
-        if assign_offsets and any(h.producer_id >= 0 for h in headers):
-            producer_batch = self.producer_state.begin()
-            for header in headers:
-                if header.producer_id < 0:
-                    continue
-                duplicate = producer_batch.check(header)
-                if duplicate is not None:
-                    if len(headers) > 1:
-                        raise InvalidRecordError("a duplicate batch inside a multi-batch append")
-                    append_ts = duplicate.timestamp if append_time >= 0 else -1
-                    return AppendInfo(duplicate.first_offset, duplicate.last_offset, append_ts,
-                                      self.log_start_offset, headers, duplicate=True)
+        for header in headers:
+            if header.producer_id < 0:
+                continue
+            if producer_batch is None:
+                producer_batch = self.producer_state.begin()
+            duplicate = producer_batch.check(header)
+            if duplicate is not None:
+                if len(headers) > 1:
+                    raise InvalidRecordError("a duplicate batch inside a multi-batch append")
+                append_ts = duplicate.timestamp if append_time >= 0 else -1
+                return AppendInfo(duplicate.first_offset, duplicate.last_offset, append_ts,
+                                  self.log_start_offset, headers, True)
 
+        first = offset = self.log_end_offset
         stamped: list[BatchHeader] = []
         iov: list[bytes | memoryview] = []
-        offset, pos = first, 0
+        pos = 0
         for header in headers:
-            base = offset if assign_offsets else header.base_offset
-            epoch = leader_epoch if assign_offsets else header.leader_epoch
-            if not assign_offsets and base < offset:
-                raise InvalidRecordError(f"batch offsets go backwards at offset {base}")
-            final = header._replace(base_offset=base, leader_epoch=epoch)
+            size = header.size
             if append_time >= 0:
-                copy = bytearray(view[pos : pos + header.size])
-                stamp(copy, 0, base, epoch)
-                set_log_append_time(copy, 0, header.size, append_time)
-                final = final._replace(max_timestamp=append_time)
+                copy = bytearray(view[pos : pos + size])
+                stamp(copy, 0, offset, leader_epoch)
+                set_log_append_time(copy, 0, size, append_time)
+                header = header._replace(max_timestamp=append_time)
                 iov.append(copy)
-            elif assign_offsets:
-                iov.append(stamp_prefix(base, header.batch_length, epoch))
-                iov.append(view[pos + 16 : pos + header.size])
             else:
-                iov.append(view[pos : pos + header.size])
+                iov.append(stamp_prefix(offset, header.batch_length, leader_epoch))
+                iov.append(view[pos + 16 : pos + size])
+            final = BatchHeader(offset, header[1], leader_epoch, *header[3:])
             stamped.append(final)
             offset = final.next_offset
-            pos += header.size
+            pos += size
 
-        segment = self._maybe_roll(total, stamped, now)
-        segment.append(iov, stamped)
-        idempotent = [h for h in stamped if h.producer_id >= 0]
+        self._maybe_roll(len(view), stamped, now).append(iov, stamped)
         if producer_batch is not None:
-            producer_batch.commit(idempotent)
-        else:
-            for header in idempotent:
+            producer_batch.commit([h for h in stamped if h.producer_id >= 0])
+        if leader_epoch > self.epochs.latest_epoch:
+            self.epochs.assign(leader_epoch, first)
+        self._count_unflushed(offset - first)
+        return AppendInfo(first, offset - 1, append_time, self.log_start_offset, headers)
+
+    def _append_as_follower(self, view: memoryview, headers: list[BatchHeader]) -> AppendInfo:
+        first = headers[0].base_offset
+        offset = self.log_end_offset
+        iov: list[bytes | memoryview] = []
+        pos = 0
+        for header in headers:
+            if header.base_offset < offset:
+                raise InvalidRecordError(
+                    f"batch offset {header.base_offset} is below the log end offset {offset}"
+                )
+            iov.append(view[pos : pos + header.size])
+            offset = header.next_offset
+            pos += header.size
+        self._maybe_roll(len(view), headers, self.clock()).append(iov, headers)
+        for header in headers:
+            if header.producer_id >= 0:
                 self.producer_state.update(header)
-        for header in stamped:
-            self.epochs.assign(header.leader_epoch, header.base_offset)
-        self.unflushed_messages += sum(h.records_count for h in stamped)
+            if header.leader_epoch > self.epochs.latest_epoch:
+                self.epochs.assign(header.leader_epoch, header.base_offset)
+        self._count_unflushed(sum(h.records_count for h in headers))
+        return AppendInfo(first, offset - 1, -1, self.log_start_offset, headers)
+
+    def _count_unflushed(self, messages: int) -> None:
+        self.unflushed_messages += messages
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
-        return AppendInfo(first, offset - 1, append_time, self.log_start_offset, headers)
 
     def _maybe_roll(self, size: int, headers: list[BatchHeader], now: int) -> LogSegment:
         segment = self.active
