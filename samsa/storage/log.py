@@ -386,6 +386,8 @@ class Log:
                     if not min_one_batch:
                         return None
                     end = start + first.size
+            if end <= start:  # a high watermark inside the first batch
+                return None
             return FileRegion(segment.file, start, end - start)
         return None
 
@@ -501,7 +503,8 @@ class Log:
         return self.log_start_offset
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every batch at or after ``offset`` (a follower diverging from its leader)."""
+        """Remove every batch holding offsets at or after ``offset`` (a follower diverging
+        from its leader; followers truncate at batch boundaries)."""
         if offset >= self.log_end_offset:
             return
         while len(self.segments) > 1 and self.active.base_offset >= offset:
@@ -509,10 +512,9 @@ class Log:
         segment = self.active
         segment.load_tail()
         found = segment.translate(offset)
-        if found is not None:
+        if found is not None:  # as Kafka: the batch holding ``offset`` goes whole
             pos, header = found
-            cut = pos if header.base_offset >= offset else pos + header.size
-            segment.truncate_to(cut, offset if cut == pos else header.next_offset)
+            segment.truncate_to(pos, min(offset, header.base_offset), self.clock())
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
         self.producer_state.truncate_to(self.log_end_offset)

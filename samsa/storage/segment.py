@@ -274,7 +274,7 @@ class LogSegment:
         self.time_index.flush(fsync=True)
         os.fsync(self.fd)
 
-    def truncate_to(self, position: int, next_offset: int) -> None:
+    def truncate_to(self, position: int, next_offset: int, now_ms: int) -> None:
         """Drop every batch that starts at or after ``position``."""
         os.ftruncate(self.fd, position)
         self.size = position
@@ -285,6 +285,9 @@ class LogSegment:
         last = self.time_index.last_entry
         if last is not None:
             self.max_timestamp, self.offset_of_max_timestamp = last
+        self.first_batch_timestamp = None  # the roll timer restarts from what is left
+        if position == 0:
+            self.created_ms = now_ms
         self.load_tail()
 
     def close(self) -> None:
