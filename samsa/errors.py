@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError", "kafka_name"]
+__all__ = ["ErrorCode", "KafkaError", "error", "kafka_name"]
 
 
 def kafka_name(code: int) -> str:
@@ -29,6 +29,15 @@ class KafkaError(Exception):
         if code is not None:
             self.code = code
         super().__init__(message or self.code.name)
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+def error(code: ErrorCode, message: str) -> KafkaError:
+    """A KafkaError for ``code`` with Kafka's message, for handlers that answer per item."""
+    return KafkaError(message, code)
 
 
 class CorruptRecordError(KafkaError):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.topics import topic_name_problem
 from samsa.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, Key, LogConfig, Type
-from samsa.errors import ErrorCode
+from samsa.errors import ErrorCode, KafkaError, error
 from samsa.handlers.registry import api
 from samsa.server.context import RequestContext
 
@@ -51,15 +51,6 @@ OP_SUBTRACT = 3
 _OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
 DYNAMIC_BROKER_UNSUPPORTED = "dynamic broker configs are not supported"
-
-
-class ResourceError(Exception):
-    """A failure of one config resource: an error code and Kafka's message."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def config_string(value: Any) -> str | None:
@@ -187,11 +178,11 @@ def _check_broker_name(server: KafkaServer, name: str) -> None:
     try:
         broker_id = int(name)
     except ValueError:
-        raise ResourceError(
+        raise error(
             ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
         ) from None
     if broker_id != server.broker_id:
-        raise ResourceError(
+        raise error(
             ErrorCode.invalid_request,
             f"Unexpected broker id, expected {server.broker_id} or empty string, "
             f"but received {name}",
@@ -201,11 +192,11 @@ def _check_broker_name(server: KafkaServer, name: str) -> None:
 def _existing_topic_overrides(server: KafkaServer, name: str) -> dict[str, str]:
     problem = topic_name_problem(name)
     if problem:
-        raise ResourceError(ErrorCode.invalid_topic_exception, problem)
+        raise error(ErrorCode.invalid_topic_exception, problem)
     assert server.topics is not None
     topic = server.topics.get(name)
     if topic is None:
-        raise ResourceError(
+        raise error(
             ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
         )
     return dict(topic.configs)
@@ -223,7 +214,7 @@ def _describe_one(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool
             return []
         _check_broker_name(server, resource.resource_name)
         return broker_config_entries(server, names, synonyms, docs)
-    raise ResourceError(
+    raise error(
         ErrorCode.invalid_request, f"Unsupported resource type: {resource.resource_type}"
     )
 
@@ -243,7 +234,7 @@ async def describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
         }
         try:
             result["configs"] = _describe_one(ctx, resource, synonyms, docs)
-        except ResourceError as exc:
+        except KafkaError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
         results.append(result)
     return {"throttle_time": 0, "results": results}
@@ -256,7 +247,7 @@ def _validate_topic_configs(server: KafkaServer, configs: Mapping[str, str]) -> 
     try:
         LogConfig.from_props(configs, defaults=server.log_manager.defaults)
     except ConfigError as exc:
-        raise ResourceError(ErrorCode.invalid_config, str(exc)) from None
+        raise error(ErrorCode.invalid_config, str(exc)) from None
 
 
 def _check_resource(server: KafkaServer, resource: Any) -> None:
@@ -264,14 +255,14 @@ def _check_resource(server: KafkaServer, resource: Any) -> None:
     if resource.resource_type == RESOURCE_BROKER:
         if resource.resource_name != "":
             _check_broker_name(server, resource.resource_name)
-        raise ResourceError(ErrorCode.invalid_request, DYNAMIC_BROKER_UNSUPPORTED)
+        raise error(ErrorCode.invalid_request, DYNAMIC_BROKER_UNSUPPORTED)
     if resource.resource_type != RESOURCE_TOPIC:
-        raise ResourceError(
+        raise error(
             ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}"
         )
     names = [c.name for c in resource.configs or ()]
     if len(set(names)) != len(names):
-        raise ResourceError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+        raise error(ErrorCode.invalid_request, "Error due to duplicate config keys")
 
 
 def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
@@ -283,7 +274,7 @@ def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
     return duplicates
 
 
-def _alter_result(resource: Any, error: ResourceError | None = None) -> dict[str, Any]:
+def _alter_result(resource: Any, error: KafkaError | None = None) -> dict[str, Any]:
     return {
         "error_code": error.code if error else ErrorCode.none,
         "error_message": error.message if error else None,
@@ -296,7 +287,7 @@ def _legacy_new_configs(server: KafkaServer, resource: Any) -> dict[str, str]:
     _check_resource(server, resource)
     nulls = [c.name for c in resource.configs or () if c.value is None]
     if nulls:
-        raise ResourceError(
+        raise error(
             ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
         )
     new = {c.name: c.value for c in resource.configs or ()}
@@ -316,12 +307,12 @@ def _incremental_new_configs(server: KafkaServer, resource: Any) -> dict[str, st
     nulls = [c.name for c in resource.configs or ()
              if c.config_operation != OP_DELETE and c.value is None]
     if nulls:
-        raise ResourceError(
+        raise error(
             ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
         )
     for change in resource.configs or ():
         if change.config_operation not in _OP_NAMES:
-            raise ResourceError(
+            raise error(
                 ErrorCode.invalid_request, f"Unknown operations type {change.config_operation}"
             )
     current = _existing_topic_overrides(server, resource.resource_name)
@@ -335,9 +326,9 @@ def _incremental_new_configs(server: KafkaServer, resource: Any) -> dict[str, st
         else:
             key = TOPIC_KEYS.get(name)
             if key is None:
-                raise ResourceError(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
+                raise error(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
             if key.type is not Type.LIST:
-                raise ResourceError(
+                raise error(
                     ErrorCode.invalid_config,
                     f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.",
                 )
@@ -360,12 +351,12 @@ def _alter(ctx: RequestContext, request: Any, new_configs: Any) -> dict[str, Any
     responses = []
     for resource in resources:
         if (resource.resource_type, resource.resource_name) in duplicates:
-            responses.append(_alter_result(resource, ResourceError(
+            responses.append(_alter_result(resource, error(
                 ErrorCode.invalid_request, "Each resource must appear at most once.")))
             continue
         try:
             configs = new_configs(server, resource)
-        except ResourceError as exc:
+        except KafkaError as exc:
             responses.append(_alter_result(resource, exc))
             continue
         if not validate_only:

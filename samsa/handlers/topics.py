@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.topics import topic_name_problem
 from samsa.config import ConfigError, LogConfig
-from samsa.errors import ErrorCode
+from samsa.errors import ErrorCode, KafkaError, error
 from samsa.handlers.configs import topic_config_entries
 from samsa.handlers.registry import api
 from samsa.server.context import RequestContext
@@ -34,13 +34,6 @@ UNKNOWN_TOPIC = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID = "This server does not host this topic ID."
 
 
-class TopicError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def _collision_key(name: str) -> str:
     """'.' and '_' collide in metric names, so Kafka refuses topics that differ only there."""
     return name.replace(".", "_")
@@ -48,17 +41,17 @@ def _collision_key(name: str) -> str:
 
 def _check_manual_assignment(server: KafkaServer, broker_ids: Sequence[int]) -> None:
     if not broker_ids:
-        raise TopicError(ErrorCode.invalid_replica_assignment,
+        raise error(ErrorCode.invalid_replica_assignment,
                          "The manual partition assignment includes an empty replica list.")
     for broker_id, count in Counter(broker_ids).items():
         if broker_id != server.broker_id:
-            raise TopicError(
+            raise error(
                 ErrorCode.invalid_replica_assignment,
                 f"The manual partition assignment includes broker {broker_id}, but no such "
                 f"broker is registered.",
             )
         if count > 1:
-            raise TopicError(
+            raise error(
                 ErrorCode.invalid_replica_assignment,
                 f"The manual partition assignment includes the broker {broker_id} more than "
                 f"once.",
@@ -67,7 +60,7 @@ def _check_manual_assignment(server: KafkaServer, broker_ids: Sequence[int]) -> 
 
 def _check_replication_factor(factor: int) -> None:
     if factor != 1:
-        raise TopicError(
+        raise error(
             ErrorCode.invalid_replication_factor,
             f"Replication factor {factor} is larger than the 1 available broker.",
         )
@@ -79,13 +72,13 @@ def _check_replication_factor(factor: int) -> None:
 def _topic_configs(server: KafkaServer, topic: Any) -> dict[str, str]:
     nulls = [c.name for c in topic.configs or () if c.value is None]
     if nulls:
-        raise TopicError(ErrorCode.invalid_config,
+        raise error(ErrorCode.invalid_config,
                          "Null value not supported for topic configs: " + ",".join(nulls))
     configs = {c.name: c.value for c in topic.configs or ()}
     try:
         LogConfig.from_props(configs, defaults=server.log_manager.defaults)
     except ConfigError as exc:
-        raise TopicError(ErrorCode.invalid_config, str(exc)) from None
+        raise error(ErrorCode.invalid_config, str(exc)) from None
     return configs
 
 
@@ -93,31 +86,31 @@ def _partition_count(server: KafkaServer, topic: Any) -> int:
     """Partitions of the new topic, after checking the assignment or the counts."""
     if topic.assignments:
         if topic.replication_factor != -1:
-            raise TopicError(ErrorCode.invalid_request,
+            raise error(ErrorCode.invalid_request,
                              "A manual partition assignment was specified, but replication "
                              "factor was not set to -1.")
         if topic.num_partitions != -1:
-            raise TopicError(ErrorCode.invalid_request,
+            raise error(ErrorCode.invalid_request,
                              "A manual partition assignment was specified, but numPartitions "
                              "was not set to -1.")
         seen: set[int] = set()
         for assignment in topic.assignments:
             if assignment.partition_index in seen:
-                raise TopicError(ErrorCode.invalid_replica_assignment,
+                raise error(ErrorCode.invalid_replica_assignment,
                                  f"Found multiple manual partition assignments for partition "
                                  f"{assignment.partition_index}")
             seen.add(assignment.partition_index)
             _check_manual_assignment(server, assignment.broker_ids)
         if seen != set(range(len(seen))):
-            raise TopicError(ErrorCode.invalid_replica_assignment,
+            raise error(ErrorCode.invalid_replica_assignment,
                              "partitions should be a consecutive 0-based integer sequence")
         return len(seen)
     if topic.replication_factor < -1 or topic.replication_factor == 0:
-        raise TopicError(ErrorCode.invalid_replication_factor,
+        raise error(ErrorCode.invalid_replication_factor,
                          "Replication factor must be larger than 0, or -1 to use the default "
                          "value.")
     if topic.num_partitions < -1 or topic.num_partitions == 0:
-        raise TopicError(ErrorCode.invalid_partitions,
+        raise error(ErrorCode.invalid_partitions,
                          "Number of partitions was set to an invalid non-positive value.")
     factor = topic.replication_factor
     if factor == -1:
@@ -181,19 +174,19 @@ async def create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
         try:
             problem = topic_name_problem(name)
             if problem:
-                raise TopicError(ErrorCode.invalid_topic_exception, problem)
+                raise error(ErrorCode.invalid_topic_exception, problem)
             if store.get(name) is not None:
-                raise TopicError(ErrorCode.topic_already_exists,
+                raise error(ErrorCode.topic_already_exists,
                                  f"Topic '{name}' already exists.")
             colliding = taken.get(_collision_key(name))
             if colliding is not None:
-                raise TopicError(ErrorCode.invalid_topic_exception,
+                raise error(ErrorCode.invalid_topic_exception,
                                  f"Topic '{name}' collides with existing topic: {colliding}")
             configs = _topic_configs(server, topic)
             partitions = _partition_count(server, topic)
             if partitions > budget:
-                raise TopicError(ErrorCode.policy_violation, _TOO_LARGE)
-        except TopicError as exc:
+                raise error(ErrorCode.policy_violation, _TOO_LARGE)
+        except KafkaError as exc:
             results.append(_failed_result(name, exc.code, exc.message))
             continue
         budget -= partitions
@@ -292,25 +285,25 @@ def _check_new_partitions(server: KafkaServer, topic: Any, budget: int) -> int:
     assert server.topics is not None
     existing = server.topics.get(topic.name)
     if existing is None:
-        raise TopicError(ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC)
+        raise error(ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC)
     current = existing.partitions
     if topic.count == current:
-        raise TopicError(ErrorCode.invalid_partitions,
+        raise error(ErrorCode.invalid_partitions,
                          f"Topic already has {current} partition(s).")
     if topic.count < current:
-        raise TopicError(ErrorCode.invalid_partitions,
+        raise error(ErrorCode.invalid_partitions,
                          f"The topic {topic.name} currently has {current} partition(s); "
                          f"{topic.count} would not be an increase.")
     additional = topic.count - current
     if topic.assignments is not None:
         if len(topic.assignments) != additional:
-            raise TopicError(ErrorCode.invalid_replica_assignment,
+            raise error(ErrorCode.invalid_replica_assignment,
                              f"Attempted to add {additional} additional partition(s), but only "
                              f"{len(topic.assignments)} assignment(s) were specified.")
         for assignment in topic.assignments:
             _check_manual_assignment(server, assignment.broker_ids)
     if additional > budget:
-        raise TopicError(ErrorCode.policy_violation, _TOO_LARGE)
+        raise error(ErrorCode.policy_violation, _TOO_LARGE)
     return additional
 
 
@@ -342,7 +335,7 @@ async def create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]
             continue
         try:
             additional = _check_new_partitions(server, topic, budget)
-        except TopicError as exc:
+        except KafkaError as exc:
             results.append(_partitions_result(topic.name, exc.code, exc.message))
             continue
         budget -= additional
