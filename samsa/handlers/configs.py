@@ -274,10 +274,10 @@ def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
     return duplicates
 
 
-def _alter_result(resource: Any, error: KafkaError | None = None) -> dict[str, Any]:
+def _alter_result(resource: Any, failure: KafkaError | None = None) -> dict[str, Any]:
     return {
-        "error_code": error.code if error else ErrorCode.none,
-        "error_message": error.message if error else None,
+        "error_code": failure.code if failure else ErrorCode.none,
+        "error_message": failure.message if failure else None,
         "resource_type": resource.resource_type,
         "resource_name": resource.resource_name,
     }

@@ -46,6 +46,14 @@ def bootstrap_option(command: Callable[P, R]) -> Callable[P, R]:
     )(command)
 
 
+def command_config_option(command: Callable[P, R]) -> Callable[P, R]:
+    """``--command-config FILE``: admin client configs from a properties file."""
+    return click.option(
+        "--command-config", "command_config", type=click.Path(dir_okay=False, path_type=Path),
+        help="A properties file of admin client configs.",
+    )(command)
+
+
 def parse_bootstrap(value: str) -> list[tuple[str, int]]:
     """``host:port[,host:port]`` -> addresses; a UsageError for anything else."""
     addresses = []

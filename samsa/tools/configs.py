@@ -22,6 +22,7 @@ from samsa.tools.common import (
     REQUEST_TIMEOUT_S,
     ToolError,
     bootstrap_option,
+    command_config_option,
     handle_client_errors,
     read_properties_file,
 )
@@ -79,9 +80,7 @@ def parse_delete_config(values: Iterable[str]) -> list[str]:
               help="A properties file of configs to set, with --alter.")
 @click.option("--delete-config", "delete_config", multiple=True, metavar="K1,K2",
               help="Configs to remove, with --alter.")
-@click.option("--command-config", "command_config",
-              type=click.Path(dir_okay=False, path_type=Path),
-              help="A properties file of admin client configs.")
+@command_config_option
 @handle_client_errors
 def configs(
     bootstrap_server: str, entity_type: str | None, entity_name: str | None,

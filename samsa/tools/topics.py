@@ -27,6 +27,7 @@ from samsa.tools.common import (
     REQUEST_TIMEOUT_S,
     ToolError,
     bootstrap_option,
+    command_config_option,
     handle_client_errors,
     parse_assignments,
     read_properties_file,
@@ -100,9 +101,7 @@ def match_topics(pattern: str | None, names: Iterable[str]) -> list[str]:
               help="With --describe: only partitions whose ISR is smaller than the replicas.")
 @click.option("--unavailable-partitions", "unavailable_partitions", is_flag=True,
               help="With --describe: only partitions without a leader.")
-@click.option("--command-config", "command_config",
-              type=click.Path(dir_okay=False, path_type=Path),
-              help="A properties file of admin client configs.")
+@command_config_option
 @handle_client_errors
 def topics(
     bootstrap_server: str, create: bool, list_: bool, describe: bool, alter: bool,
