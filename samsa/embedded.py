@@ -7,8 +7,9 @@
 
 Keyword arguments are broker config keys with dots written as underscores
 (``log_segment_bytes=1048576``); ``config={"log.segment.bytes": ...}`` takes Kafka's names as
-they are. By default the broker listens on a free loopback port. Used synchronously, it runs
-its event loop in a background thread.
+they are. By default the broker listens on a free loopback port and, as Kafka's test
+harnesses do, sets ``group.initial.rebalance.delay.ms=0``. Used synchronously, it runs its
+event loop in a background thread.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class Broker:
         props: dict[str, Any] = {
             "log.dirs": str(self.data_dir),
             "listeners": "PLAINTEXT://127.0.0.1:0",
+            # As Kafka's own test harnesses do: a test's first consumer should not wait 3 s.
+            "group.initial.rebalance.delay.ms": 0,
         }
         props.update(config or {})
         props.update({k.replace("_", "."): v for k, v in overrides.items()})

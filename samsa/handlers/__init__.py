@@ -12,6 +12,7 @@ _MODULES = (
     "offsets",
     "topics",
     "configs",
+    "groups",
 )
 
 

@@ -44,8 +44,10 @@ _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "error_code": _to_error_code,
 }
 
-# (field name, nested entity class or None, is a sequence, converter or None, has default)
-_Plan = list[tuple[str, Any, bool, Callable[[Any], Any] | None, bool]]
+# (field name, nested entity class or None, is a sequence, converter or None, has default,
+#  what None becomes: None where the version allows null, else "" / b"" as Kafka writes)
+_Plan = list[tuple[str, Any, bool, Callable[[Any], Any] | None, bool, Any]]
+_NULL_AS = {"string": "", "bytes": b""}
 
 
 @cache
@@ -54,8 +56,10 @@ def _plan(cls: type) -> _Plan:
     for f in fields(cls):
         nested, many = None, False
         tp = f.type
+        nullable = False
         if typing.get_origin(tp) in (typing.Union, types.UnionType):  # nullable: X | None
             present = [a for a in typing.get_args(tp) if a is not type(None)]
+            nullable = len(present) < len(typing.get_args(tp))
             if len(present) == 1:
                 tp = present[0]
         args = typing.get_args(tp)
@@ -65,21 +69,25 @@ def _plan(cls: type) -> _Plan:
             candidates = [a for a in args if is_dataclass(a)] or ([tp] if is_dataclass(tp) else [])
             if candidates:
                 nested = candidates[0]
-        converter = _CONVERTERS.get(f.metadata.get("kafka_type", ""))
+        kafka_type = f.metadata.get("kafka_type", "")
+        converter = _CONVERTERS.get(kafka_type)
         has_default = f.default is not MISSING or f.default_factory is not MISSING
-        plan.append((f.name, nested, many, converter, has_default))
+        null_as = None if nullable else _NULL_AS.get(kafka_type)
+        plan.append((f.name, nested, many, converter, has_default, null_as))
     return plan
 
 
 def build(cls: type, data: Mapping[str, Any]) -> Any:
     """An instance of the kio entity ``cls`` from ``data`` (see the module docstring)."""
     kwargs: dict[str, Any] = {}
-    for name, nested, many, converter, has_default in _plan(cls):
+    for name, nested, many, converter, has_default, null_as in _plan(cls):
         if name not in data:
             if not has_default and many:
                 kwargs[name] = ()
             continue
         value = data[name]
+        if value is None and null_as is not None:
+            value = null_as
         if nested is not None and value is not None:
             if many:
                 value = tuple(v if is_dataclass(v) else build(nested, v) for v in value)

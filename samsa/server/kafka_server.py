@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from samsa.cluster.partition import Partition
 from samsa.cluster.topics import Topic, TopicStore
 from samsa.config import BrokerConfig, ConfigError, LogConfig
+from samsa.coordinator.group_coordinator import GroupCoordinator
 from samsa.errors import ErrorCode
 from samsa.handlers import load_handlers
 from samsa.handlers.registry import APIS
@@ -85,6 +86,7 @@ class KafkaServer:
         self.cluster_id = ""
         self.bound: list[Listener] = []
         self.producer_ids: ProducerIdManager | None = None
+        self.group_coordinator: GroupCoordinator | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task] = []
         self._flushing: set[tuple[str, int]] = set()
@@ -101,6 +103,8 @@ class KafkaServer:
         self.topics = TopicStore(first_dir)
         self.producer_ids = ProducerIdManager(first_dir)
         self._open_partitions()
+        self.group_coordinator = GroupCoordinator(self)
+        self.group_coordinator.start()
         loop = asyncio.get_running_loop()
         max_request = self.config.get("socket.request.max.bytes")
         for listener in self.listeners:
@@ -174,6 +178,8 @@ class KafkaServer:
         for partition in self.partitions.values():
             partition.wake_waiters()  # long-polls answer now with what they have
         await asyncio.gather(*(c.drain_and_close() for c in list(self.connections)))
+        if self.group_coordinator is not None:
+            await self.group_coordinator.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,642 @@
+"""Kafka's classic group coordinator: joins, syncs, heartbeats, leaves, committed offsets.
+
+Every group and every committed offset is a record in ``__consumer_offsets`` (Kafka's record
+formats, samsa/coordinator/records.py), in the partition ``partition_for(group)``; the broker
+reads them back when it starts. Responses to JoinGroup and SyncGroup are futures completed when
+the rebalance reaches them; timers (asyncio) end a rebalance at its timeout and remove members
+whose session expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from samsa.coordinator.group import Group, GroupState, Member
+from samsa.coordinator.records import (
+    GroupKey,
+    GroupValue,
+    MemberValue,
+    OffsetKey,
+    OffsetValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+    partition_for,
+)
+from samsa.errors import CorruptRecordError, ErrorCode, KafkaError, error
+from samsa.records.batch import iter_headers
+from samsa.records.record import RecordInput, decode_records, encode_batch
+
+if TYPE_CHECKING:
+    from samsa.server.kafka_server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+UNKNOWN_MEMBER = "The coordinator is not aware of this member."
+_EXPIRY_TICK_S = 0.25
+Response = dict[str, Any]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class GroupCoordinator:
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        c = server.config
+        self.num_partitions = c.get("offsets.topic.num.partitions")
+        self.initial_delay_ms = c.get("group.initial.rebalance.delay.ms")
+        self.min_session_ms = c.get("group.min.session.timeout.ms")
+        self.max_session_ms = c.get("group.max.session.timeout.ms")
+        self.max_size = c.get("group.max.size")
+        self.metadata_max_bytes = c.get("offset.metadata.max.bytes")
+        self.retention_ms = c.get("offsets.retention.minutes") * 60_000
+        self.retention_check_s = c.get("offsets.retention.check.interval.ms") / 1000
+        self.groups: dict[str, Group] = {}
+        self._task: asyncio.Task | None = None
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load every group and offset from __consumer_offsets, start the expiry timer."""
+        if self.server.topics is not None and self.server.topics.get(OFFSETS_TOPIC):
+            for index in range(self.num_partitions):
+                partition = self.server.partition(OFFSETS_TOPIC, index)
+                if partition is not None:
+                    self._load_partition(partition.log)
+        loop = asyncio.get_running_loop()
+        for group in self.groups.values():
+            for member in group.members.values():
+                member.last_heartbeat = loop.time()
+        self._task = loop.create_task(self._expire_loop())
+
+    def _load_partition(self, log: Any) -> None:
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:
+            region = log.read(offset, 1 << 20)
+            if region is None:
+                break
+            data = memoryview(region.read())
+            for pos, header in iter_headers(data):
+                for record in decode_records(data[pos : pos + header.size]):
+                    if record.key is not None:
+                        self._apply(record.key, record.value)
+                offset = header.next_offset
+
+    def _apply(self, key_bytes: bytes, value: bytes | None) -> None:
+        try:
+            self._apply_record(key_bytes, value)
+        except CorruptRecordError as exc:  # e.g. record types of newer Kafka versions
+            log.warning("skipping a %s record samsa cannot read: %s", OFFSETS_TOPIC, exc)
+
+    def _apply_record(self, key_bytes: bytes, value: bytes | None) -> None:
+        key = decode_key(key_bytes)
+        if isinstance(key, OffsetKey):
+            group = self.groups.get(key.group) or self._new_group(key.group)
+            committed = decode_offset_value(value)
+            if committed is None:
+                group.offsets.pop((key.topic, key.partition), None)
+            else:
+                group.offsets[(key.topic, key.partition)] = committed
+            return
+        assert isinstance(key, GroupKey)
+        stored = decode_group_value(value)
+        if stored is None:
+            self.groups.pop(key.group, None)
+            return
+        group = self.groups.get(key.group) or self._new_group(key.group)
+        group.protocol_type = stored.protocol_type or None
+        group.protocol_name = stored.protocol
+        group.generation = stored.generation
+        group.leader_id = stored.leader
+        group.members = {}
+        group.static_members = {}
+        for m in stored.members:
+            group.members[m.member_id] = Member(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                m.rebalance_timeout_ms, m.session_timeout_ms, stored.protocol_type,
+                [(stored.protocol or "", m.subscription)], m.assignment,
+            )
+            if m.group_instance_id:
+                group.static_members[m.group_instance_id] = m.member_id
+        state = GroupState.STABLE if group.members else GroupState.EMPTY
+        group.transition(state, stored.current_state_timestamp)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for group in self.groups.values():
+            for member in group.members.values():
+                for waiter in (member.join_waiter, member.sync_waiter):
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result({"error_code": ErrorCode.coordinator_not_available})
+
+    # --- persistence -------------------------------------------------------------------------
+
+    def _ensure_offsets_topic(self) -> None:
+        server = self.server
+        assert server.topics is not None
+        if server.topics.get(OFFSETS_TOPIC) is None:
+            server.create_topic(
+                OFFSETS_TOPIC, self.num_partitions,
+                {"cleanup.policy": "compact",
+                 "segment.bytes": str(server.config.get("offsets.topic.segment.bytes"))},
+                internal=True,
+            )
+
+    def _write(self, group_id: str, records: list[RecordInput]) -> None:
+        """Append records to the group's __consumer_offsets partition (acks=all on one node)."""
+        if not records:
+            return
+        self._ensure_offsets_topic()
+        index = partition_for(group_id, self.num_partitions)
+        partition = self.server.partition(OFFSETS_TOPIC, index)
+        assert partition is not None
+        partition.append(encode_batch(records, timestamp=now_ms()))
+
+    def _group_record(self, group: Group) -> RecordInput:
+        members = [
+            MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                        m.rebalance_timeout_ms, m.session_timeout_ms,
+                        m.metadata(group.protocol_name), m.assignment)
+            for m in group.members.values()
+        ]
+        value = GroupValue(group.protocol_type or "", group.generation, group.protocol_name,
+                           group.leader_id, group.state_timestamp, members)
+        return RecordInput(encode_group_value(value), encode_group_key(GroupKey(group.group_id)))
+
+    def _store_group(self, group: Group) -> None:
+        self._write(group.group_id, [self._group_record(group)])
+
+    # --- groups and members ------------------------------------------------------------------
+
+    def _new_group(self, group_id: str) -> Group:
+        group = Group(group_id)
+        group.state_timestamp = now_ms()
+        self.groups[group_id] = group
+        return group
+
+    def _check_member(
+        self, group: Group | None, member_id: str, instance_id: str | None
+    ) -> Member:
+        if group is None or group.state == GroupState.DEAD:
+            raise error(ErrorCode.unknown_member_id, UNKNOWN_MEMBER)
+        known = group.static_members.get(instance_id, member_id) if instance_id else member_id
+        if known != member_id:
+            raise error(ErrorCode.fenced_instance_id,
+                        f"Another member with group.instance.id {instance_id} joined the group.")
+        member = group.members.get(member_id)
+        if member is None:
+            raise error(ErrorCode.unknown_member_id, UNKNOWN_MEMBER)
+        return member
+
+    async def join(
+        self, *, group_id: str, member_id: str, instance_id: str | None, protocol_type: str,
+        protocols: list[tuple[str, bytes]], session_ms: int, rebalance_ms: int, client_id: str,
+        client_host: str, require_known_member_id: bool,
+    ) -> Response:
+        if not group_id:
+            return _join_error(ErrorCode.invalid_group_id, member_id)
+        if not self.min_session_ms <= session_ms <= self.max_session_ms:
+            return _join_error(ErrorCode.invalid_session_timeout, member_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return _join_error(ErrorCode.unknown_member_id, member_id)
+            group = self._new_group(group_id)
+        if group.state == GroupState.DEAD:
+            return _join_error(ErrorCode.coordinator_not_available, member_id)
+        names = {name for name, _ in protocols}
+        if not protocols or (group.members and (
+            protocol_type != group.protocol_type or not names & group.supported_protocols()
+        )):
+            return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
+        loop = asyncio.get_running_loop()
+        known_id = group.static_members.get(instance_id) if instance_id is not None else None
+        if known_id is not None and known_id != member_id:
+            if member_id:
+                return _join_error(ErrorCode.fenced_instance_id, member_id)
+            assert instance_id is not None
+            restarted = self._replace_static_member(group, instance_id, client_id)
+            if group.state == GroupState.STABLE:  # KIP-345: no rebalance for the others
+                restarted.protocols = protocols
+                restarted.session_timeout_ms = session_ms
+                restarted.rebalance_timeout_ms = rebalance_ms
+                self._store_group(group)
+                return self._join_result(group, restarted)
+            member_id = restarted.member_id
+        if not member_id:
+            new_id = f"{client_id}-{uuid.uuid4()}"
+            if instance_id is None and require_known_member_id:
+                group.pending_members[new_id] = loop.time()
+                return _join_error(ErrorCode.member_id_required, new_id)
+            member_id = new_id
+        elif member_id not in group.members and member_id not in group.pending_members:
+            return _join_error(ErrorCode.unknown_member_id, member_id)
+
+        member = group.members.get(member_id)
+        if member is None:
+            if len(group.members) >= self.max_size:
+                return _join_error(ErrorCode.group_max_size_reached, member_id)
+            group.pending_members.pop(member_id, None)
+            member = Member(member_id, instance_id, client_id, client_host, rebalance_ms,
+                            session_ms, protocol_type, protocols)
+            group.members[member_id] = member
+            if instance_id is not None:
+                group.static_members[instance_id] = member_id
+            if group.protocol_type is None or len(group.members) == 1:
+                group.protocol_type = protocol_type
+            changed = True
+        else:
+            changed = member.protocols != protocols or group.state == GroupState.EMPTY
+            member.protocols = protocols
+            member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_ms, session_ms
+        member.last_heartbeat = loop.time()
+
+        if group.state == GroupState.STABLE and not changed and member_id != group.leader_id:
+            return self._join_result(group, member)  # nothing changed: the current generation
+        if group.state == GroupState.COMPLETING_REBALANCE and not changed:
+            return self._join_result(group, member)
+        waiter: asyncio.Future[Response] = loop.create_future()
+        member.join_waiter = waiter
+        if group.state != GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(group)
+        else:
+            self._extend_initial_delay(group)
+        self._try_complete_join(group)
+        return await waiter
+
+    def _replace_static_member(self, group: Group, instance_id: str, client_id: str) -> Member:
+        """A static member restarted: it gets a new member id and keeps its assignment; the
+        old id is fenced."""
+        old_id = group.static_members[instance_id]
+        old = group.members.pop(old_id)
+        for waiter in (old.join_waiter, old.sync_waiter):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(_join_error(ErrorCode.fenced_instance_id, old_id))
+        new_id = f"{client_id}-{uuid.uuid4()}"
+        member = Member(new_id, instance_id, client_id, old.client_host, old.rebalance_timeout_ms,
+                        old.session_timeout_ms, old.protocol_type, old.protocols, old.assignment,
+                        asyncio.get_running_loop().time())
+        group.members[new_id] = member
+        group.static_members[instance_id] = new_id
+        if group.leader_id == old_id:
+            group.leader_id = new_id
+        return member
+
+    def _join_result(self, group: Group, member: Member) -> Response:
+        leader = member.member_id == group.leader_id
+        return {
+            "error_code": ErrorCode.none,
+            "generation_id": group.generation,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name,
+            "leader": group.leader_id or "",
+            "skip_assignment": False,
+            "member_id": member.member_id,
+            "members": [
+                {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                 "metadata": m.metadata(group.protocol_name)}
+                for m in group.members.values()
+            ] if leader else [],
+        }
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        loop = asyncio.get_running_loop()
+        for member in group.members.values():  # a sync in flight will not complete now
+            if member.awaiting_sync:
+                assert member.sync_waiter is not None
+                member.sync_waiter.set_result({"error_code": ErrorCode.rebalance_in_progress})
+        was_empty = group.state == GroupState.EMPTY
+        group.transition(GroupState.PREPARING_REBALANCE, now_ms())
+        timeout = group.max_rebalance_timeout_ms() / 1000
+        if was_empty and self.initial_delay_ms > 0:
+            group.initial_join_until = loop.time() + min(self.initial_delay_ms / 1000, timeout)
+            delay = group.initial_join_until - loop.time()
+        else:
+            group.initial_join_until = 0.0
+            delay = timeout
+        self._schedule_deadline(group, delay)
+
+    def _extend_initial_delay(self, group: Group) -> None:
+        """New members during an empty group's first join push it back, up to the timeout."""
+        loop = asyncio.get_running_loop()
+        if group.initial_join_until > loop.time():
+            group.initial_join_until = loop.time() + self.initial_delay_ms / 1000
+            self._schedule_deadline(group, self.initial_delay_ms / 1000)
+
+    def _schedule_deadline(self, group: Group, delay: float) -> None:
+        if group.rebalance_deadline is not None:
+            group.rebalance_deadline.cancel()
+        group.rebalance_deadline = asyncio.get_running_loop().call_later(
+            max(0.0, delay), self._rebalance_deadline, group
+        )
+
+    def _rebalance_deadline(self, group: Group) -> None:
+        group.rebalance_deadline = None
+        if group.state != GroupState.PREPARING_REBALANCE:
+            return
+        loop = asyncio.get_running_loop()
+        if group.initial_join_until > loop.time():
+            return
+        group.initial_join_until = 0.0
+        self._complete_join(group)
+
+    def _try_complete_join(self, group: Group) -> None:
+        if group.state != GroupState.PREPARING_REBALANCE:
+            return
+        if group.initial_join_until > asyncio.get_running_loop().time():
+            return
+        if all(m.awaiting_join for m in group.members.values()) and not group.pending_members:
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        if group.rebalance_deadline is not None:
+            group.rebalance_deadline.cancel()
+            group.rebalance_deadline = None
+        for member in [m for m in group.members.values() if not m.awaiting_join]:
+            self._remove_member(group, member)  # did not rejoin in time
+        group.pending_members.clear()
+        group.generation += 1
+        if not group.members:
+            group.protocol_name = group.leader_id = None
+            group.transition(GroupState.EMPTY, now_ms())
+            self._store_group(group)
+            return
+        group.protocol_name = group.select_protocol()
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        group.transition(GroupState.COMPLETING_REBALANCE, now_ms())
+        loop = asyncio.get_running_loop()
+        for member in group.members.values():
+            member.assignment = b""
+            member.last_heartbeat = loop.time()
+            assert member.join_waiter is not None
+            member.join_waiter.set_result(self._join_result(group, member))
+        log.info("group %s: generation %d with %d member(s), protocol %s", group.group_id,
+                 group.generation, len(group.members), group.protocol_name)
+
+    def _remove_member(self, group: Group, member: Member) -> None:
+        group.members.pop(member.member_id, None)
+        if member.group_instance_id is not None:
+            group.static_members.pop(member.group_instance_id, None)
+        for waiter in (member.join_waiter, member.sync_waiter):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(_join_error(ErrorCode.unknown_member_id, member.member_id))
+
+    def _member_left(self, group: Group) -> None:
+        """After removals: rebalance the rest, or finish the rebalance in progress."""
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            if group.members:
+                self._prepare_rebalance(group)
+            else:
+                group.generation += 1
+                group.protocol_name = group.leader_id = None
+                group.transition(GroupState.EMPTY, now_ms())
+                self._store_group(group)
+        elif group.state == GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group)
+
+    async def sync(
+        self, *, group_id: str, generation: int, member_id: str, instance_id: str | None,
+        protocol_type: str | None, protocol_name: str | None,
+        assignments: Iterable[tuple[str, bytes]],
+    ) -> Response:
+        group = self.groups.get(group_id)
+        try:
+            member = self._check_member(group, member_id, instance_id)
+        except KafkaError as exc:
+            return {"error_code": exc.code, "assignment": b""}
+        assert group is not None
+        if generation != group.generation:
+            return {"error_code": ErrorCode.illegal_generation, "assignment": b""}
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return {"error_code": ErrorCode.inconsistent_group_protocol, "assignment": b""}
+        member.last_heartbeat = asyncio.get_running_loop().time()
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return {"error_code": ErrorCode.rebalance_in_progress, "assignment": b""}
+        if group.state == GroupState.STABLE:
+            return self._sync_result(group, member)
+        if group.state != GroupState.COMPLETING_REBALANCE:
+            return {"error_code": ErrorCode.unknown_member_id, "assignment": b""}
+        waiter: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        member.sync_waiter = waiter
+        if member_id == group.leader_id:
+            given = dict(assignments)
+            for m in group.members.values():
+                m.assignment = given.get(m.member_id, b"")
+            group.transition(GroupState.STABLE, now_ms())
+            self._store_group(group)
+            for m in group.members.values():
+                if m.awaiting_sync:
+                    assert m.sync_waiter is not None
+                    m.sync_waiter.set_result(self._sync_result(group, m))
+        return await waiter
+
+    @staticmethod
+    def _sync_result(group: Group, member: Member) -> Response:
+        return {"error_code": ErrorCode.none, "protocol_type": group.protocol_type,
+                "protocol_name": group.protocol_name, "assignment": member.assignment}
+
+    def heartbeat(
+        self, *, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode:
+        group = self.groups.get(group_id)
+        try:
+            member = self._check_member(group, member_id, instance_id)
+        except KafkaError as exc:
+            return exc.code
+        assert group is not None
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        member.last_heartbeat = asyncio.get_running_loop().time()
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        """Remove each (member id, instance id); one error code per member."""
+        group = self.groups.get(group_id)
+        results = []
+        removed = False
+        for member_id, instance_id in members:
+            if group is None:
+                results.append(ErrorCode.unknown_member_id)
+                continue
+            if instance_id is not None and not member_id:
+                member_id = group.static_members.get(instance_id, "")
+            try:
+                member = self._check_member(group, member_id, instance_id)
+            except KafkaError as exc:
+                results.append(exc.code)
+                continue
+            self._remove_member(group, member)
+            removed = True
+            results.append(ErrorCode.none)
+        if group is not None and removed:
+            self._member_left(group)
+        return results
+
+    async def _expire_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_retention = loop.time()
+        while True:
+            await asyncio.sleep(_EXPIRY_TICK_S)
+            try:
+                now = loop.time()
+                for group in list(self.groups.values()):
+                    self._expire_members(group, now)
+                if now - last_retention >= self.retention_check_s:
+                    last_retention = now
+                    self.expire_offsets(now_ms())
+            except Exception:
+                log.exception("group expiry failed; retrying at the next tick")
+
+    def _expire_members(self, group: Group, now: float) -> None:
+        expired = [
+            m for m in group.members.values()
+            if not m.awaiting_join and not m.awaiting_sync
+            and now - m.last_heartbeat > m.session_timeout_ms / 1000
+        ]
+        for member in expired:
+            log.info("group %s: member %s's session expired", group.group_id, member.member_id)
+            self._remove_member(group, member)
+        stale = [mid for mid, at in group.pending_members.items()
+                 if now - at > self.max_session_ms / 1000]
+        for member_id in stale:
+            del group.pending_members[member_id]
+        if expired or stale:
+            self._member_left(group)
+
+    # --- offsets -------------------------------------------------------------------------------
+
+    def commit(
+        self, *, group_id: str, generation: int, member_id: str, instance_id: str | None,
+        offsets: list[tuple[str, int, int, int, str | None]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Commit (topic, partition, offset, leader epoch, metadata) entries."""
+        group = self.groups.get(group_id)
+        failure = self._commit_check(group, group_id, generation, member_id, instance_id)
+        if failure is not None:
+            return {(t, p): failure for t, p, *_ in offsets}
+        group = self.groups.get(group_id) or self._new_group(group_id)
+        results: dict[tuple[str, int], ErrorCode] = {}
+        records = []
+        stamp = now_ms()
+        for topic, partition, offset, epoch, metadata in offsets:
+            if self.server.partition(topic, partition) is None:
+                results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
+                continue
+            if metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
+                results[(topic, partition)] = ErrorCode.offset_metadata_too_large
+                continue
+            value = OffsetValue(offset, epoch, metadata or "", stamp)
+            group.offsets[(topic, partition)] = value
+            records.append(RecordInput(encode_offset_value(value),
+                                       encode_offset_key(OffsetKey(group_id, topic, partition))))
+            results[(topic, partition)] = ErrorCode.none
+        self._write(group_id, records)
+        return results
+
+    def _commit_check(
+        self, group: Group | None, group_id: str, generation: int, member_id: str,
+        instance_id: str | None,
+    ) -> ErrorCode | None:
+        if not group_id:
+            return ErrorCode.invalid_group_id
+        if group is None or group.state == GroupState.DEAD:
+            return None if generation < 0 else ErrorCode.illegal_generation
+        if generation < 0 and group.state == GroupState.EMPTY:
+            return None  # a standalone consumer (assign, no group membership)
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        try:
+            member = self._check_member(group, member_id, instance_id)
+        except KafkaError as exc:
+            return exc.code
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        member.last_heartbeat = asyncio.get_running_loop().time()
+        return None
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], OffsetValue | None]:
+        group = self.groups.get(group_id)
+        stored = group.offsets if group is not None else {}
+        if partitions is None:
+            return dict(stored)
+        return {tp: stored.get(tp) for tp in partitions}
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.group_id_not_found, {}
+        if group.state != GroupState.EMPTY and group.protocol_type != "consumer":
+            return ErrorCode.non_empty_group, {}
+        subscribed = group.subscribed_topics() if group.state != GroupState.EMPTY else set()
+        results: dict[tuple[str, int], ErrorCode] = {}
+        records = []
+        for topic, partition in partitions:
+            if subscribed is None or topic in subscribed:
+                results[(topic, partition)] = ErrorCode.group_subscribed_to_topic
+                continue
+            if group.offsets.pop((topic, partition), None) is not None:
+                records.append(RecordInput(None, encode_offset_key(
+                    OffsetKey(group_id, topic, partition))))
+            results[(topic, partition)] = ErrorCode.none
+        self._write(group_id, records)
+        return ErrorCode.none, results
+
+    def expire_offsets(self, at_ms: int) -> None:
+        """offsets.retention.minutes: the offsets of a group that has been empty that long go."""
+        for group in list(self.groups.values()):
+            if group.state != GroupState.EMPTY:
+                continue
+            doomed = [tp for tp, v in group.offsets.items()
+                      if max(v.commit_timestamp, group.state_timestamp) + self.retention_ms < at_ms]
+            records = [RecordInput(None, encode_offset_key(OffsetKey(group.group_id, t, p)))
+                       for t, p in doomed]
+            for tp in doomed:
+                del group.offsets[tp]
+            if not group.offsets and not group.members:
+                records.append(RecordInput(None, encode_group_key(GroupKey(group.group_id))))
+                group.transition(GroupState.DEAD, at_ms)
+                del self.groups[group.group_id]
+            self._write(group.group_id, records)
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.group_id_not_found
+        if group.state != GroupState.EMPTY:
+            return ErrorCode.non_empty_group
+        records = [RecordInput(None, encode_offset_key(OffsetKey(group_id, t, p)))
+                   for t, p in group.offsets]
+        records.append(RecordInput(None, encode_group_key(GroupKey(group_id))))
+        group.transition(GroupState.DEAD, now_ms())
+        del self.groups[group_id]
+        self._write(group_id, records)
+        return ErrorCode.none
+
+
+def _join_error(code: ErrorCode, member_id: str) -> Response:
+    return {"error_code": code, "generation_id": -1, "protocol_type": None,
+            "protocol_name": None, "leader": "", "skip_assignment": False,
+            "member_id": member_id, "members": []}

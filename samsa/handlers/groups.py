@@ -1,0 +1,223 @@
+"""The classic consumer group protocol: JoinGroup (11), SyncGroup (14), Heartbeat (12),
+LeaveGroup (13), ListGroups (16), DescribeGroups (15), DeleteGroups (42), OffsetCommit (8),
+OffsetFetch (9), OffsetDelete (47). The state lives in samsa/coordinator/."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.coordinator.group import GroupState
+from samsa.coordinator.group_coordinator import GroupCoordinator
+from samsa.errors import ErrorCode
+from samsa.handlers.metadata import OPERATIONS_NOT_REQUESTED
+from samsa.handlers.registry import api
+from samsa.server.context import RequestContext
+
+# Without ACLs every group operation is allowed: READ, DELETE, DESCRIBE.
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+def _coordinator(ctx: RequestContext) -> GroupCoordinator:
+    coordinator = ctx.server.group_coordinator
+    assert coordinator is not None
+    return coordinator
+
+
+def _client_host(ctx: RequestContext) -> str:
+    peer = ctx.connection.peer if ctx.connection is not None else "?"
+    return "/" + peer.rsplit(":", 1)[0]
+
+
+@api(11, "JoinGroup", 0, 9)
+async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    session_ms = _ms(request.session_timeout)
+    result = await _coordinator(ctx).join(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, p.metadata) for p in request.protocols],
+        session_ms=session_ms,
+        rebalance_ms=_ms(request.rebalance_timeout) if ctx.version >= 1 else session_ms,
+        client_id=ctx.client_id,
+        client_host=_client_host(ctx),
+        require_known_member_id=ctx.version >= 4,
+    )
+    return {"throttle_time": 0, **result}
+
+
+@api(14, "SyncGroup", 0, 5)
+async def sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    result = await _coordinator(ctx).sync(
+        group_id=request.group_id,
+        generation=request.generation_id,
+        member_id=request.member_id,
+        instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None),
+        protocol_name=getattr(request, "protocol_name", None),
+        assignments=[(a.member_id, a.assignment) for a in request.assignments],
+    )
+    return {"throttle_time": 0, "assignment": b"", **result}
+
+
+@api(12, "Heartbeat", 0, 4)
+async def heartbeat(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    code = _coordinator(ctx).heartbeat(
+        group_id=request.group_id,
+        generation=request.generation_id,
+        member_id=request.member_id,
+        instance_id=getattr(request, "group_instance_id", None),
+    )
+    return {"throttle_time": 0, "error_code": code}
+
+
+@api(13, "LeaveGroup", 0, 5)
+async def leave_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(ctx)
+    if ctx.version < 3:
+        (code,) = coordinator.leave(request.group_id, [(request.member_id, None)])
+        return {"throttle_time": 0, "error_code": code}
+    leaving = [(m.member_id, m.group_instance_id) for m in request.members]
+    codes = coordinator.leave(request.group_id, leaving)
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "members": [
+            {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
+            for (member_id, instance_id), code in zip(leaving, codes, strict=True)
+        ],
+    }
+
+
+@api(16, "ListGroups", 0, 5)
+async def list_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
+    types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
+    groups = []
+    for group in _coordinator(ctx).groups.values():
+        if states and group.state.value.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        groups.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
+                       "group_state": group.state.value, "group_type": "classic"})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
+
+
+@api(15, "DescribeGroups", 0, 5)
+async def describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(ctx)
+    operations = getattr(request, "include_authorized_operations", False)
+    described = []
+    for group_id in request.groups:
+        group = coordinator.groups.get(group_id)
+        entry: dict[str, Any] = {
+            "error_code": ErrorCode.none, "group_id": group_id, "group_state": "Dead",
+            "protocol_type": "", "protocol_data": "", "members": [],
+            "authorized_operations": GROUP_OPERATIONS if operations else OPERATIONS_NOT_REQUESTED,
+        }
+        if group is not None:
+            stable = group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
+            entry.update(
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=(group.protocol_name or "") if stable else "",
+                members=[
+                    {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "client_id": m.client_id, "client_host": m.client_host,
+                     "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                     "member_assignment": m.assignment if stable else b""}
+                    for m in group.members.values()
+                ],
+            )
+        described.append(entry)
+    return {"throttle_time": 0, "groups": described}
+
+
+@api(42, "DeleteGroups", 0, 2)
+async def delete_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(ctx)
+    return {
+        "throttle_time": 0,
+        "results": [{"group_id": g, "error_code": coordinator.delete_group(g)}
+                    for g in request.groups_names],
+    }
+
+
+@api(8, "OffsetCommit", 2, 9)
+async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    entries = [
+        (topic.name, p.partition_index, p.committed_offset,
+         getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+        for topic in request.topics for p in topic.partitions
+    ]
+    codes = _coordinator(ctx).commit(
+        group_id=request.group_id,
+        generation=request.generation_id_or_member_epoch,
+        member_id=request.member_id,
+        instance_id=getattr(request, "group_instance_id", None),
+        offsets=entries,
+    )
+    return {
+        "throttle_time": 0,
+        "topics": [
+            {"name": topic.name, "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": codes[(topic.name, p.partition_index)]}
+                for p in topic.partitions
+            ]}
+            for topic in request.topics
+        ],
+    }
+
+
+def _fetched_topics(coordinator: GroupCoordinator, group_id: str, topics: Any) -> list[Any]:
+    wanted = None if topics is None else [
+        (t.name, p) for t in topics for p in t.partition_indexes
+    ]
+    found = coordinator.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), value in found.items():
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": value.offset if value else -1,
+            "committed_leader_epoch": value.leader_epoch if value else -1,
+            "metadata": value.metadata if value else "",
+            "error_code": ErrorCode.none,
+        })
+    return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+@api(9, "OffsetFetch", 1, 9)
+async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(ctx)
+    if ctx.version < 8:
+        return {"throttle_time": 0, "error_code": ErrorCode.none,
+                "topics": _fetched_topics(coordinator, request.group_id, request.topics)}
+    return {
+        "throttle_time": 0,
+        "groups": [
+            {"group_id": g.group_id, "error_code": ErrorCode.none,
+             "topics": _fetched_topics(coordinator, g.group_id, g.topics)}
+            for g in request.groups
+        ],
+    }
+
+
+@api(47, "OffsetDelete", 0, 0)
+async def offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    code, results = _coordinator(ctx).delete_offsets(request.group_id, wanted)
+    topics = []
+    if code == ErrorCode.none:
+        for t in request.topics:
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": results[(t.name, p.partition_index)]}
+                for p in t.partitions
+            ]})
+    return {"throttle_time": 0, "error_code": code, "topics": topics}
