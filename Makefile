@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Debian packages the tests need (kcat: a real CLI client).
 APT_PACKAGES := kcat
 
-.PHONY: setup apt run test lint bench bench-storage clean
+.PHONY: setup apt run test lint bench bench-groups bench-storage clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ run: $(STAMP)
 bench: setup
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/broker_bench.py
+
+bench-groups: setup
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python bench/group_bench.py
 
 bench-storage: setup
 	$(BIN)/python bench/storage_bench.py
