@@ -20,7 +20,6 @@ from samsa.errors import KafkaError
 from samsa.records.batch import iter_headers
 from samsa.records.record import decode_records
 from samsa.tools import COMMANDS
-from samsa.tools.groups import groups
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -112,7 +111,6 @@ def dump_log(files: tuple[Path, ...], print_data_log: bool) -> None:
 
 for _command in COMMANDS:
     main.add_command(_command)
-main.add_command(groups)
 
 
 def _one_line(message: str) -> str:

@@ -1,7 +1,8 @@
 """Kafka's command-line tools as ``samsa`` subcommands, built on confluent-kafka.
 
 ``samsa topics`` (kafka-topics.sh), ``samsa configs`` (kafka-configs.sh), ``samsa produce``
-(kafka-console-producer.sh) and ``samsa consume`` (kafka-console-consumer.sh).
+(kafka-console-producer.sh), ``samsa consume`` (kafka-console-consumer.sh) and ``samsa groups``
+(kafka-consumer-groups.sh).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import click
 
 from samsa.tools.configs import configs
 from samsa.tools.console import consume, produce
+from samsa.tools.groups import groups
 from samsa.tools.topics import topics
 
-COMMANDS: tuple[click.Command, ...] = (topics, configs, produce, consume)
+COMMANDS: tuple[click.Command, ...] = (topics, configs, produce, consume, groups)
 
-__all__ = ["COMMANDS", "configs", "consume", "produce", "topics"]
+__all__ = ["COMMANDS", "configs", "consume", "groups", "produce", "topics"]
