@@ -58,7 +58,9 @@ class Group:
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    pending_members: dict[str, float] = field(default_factory=dict)  # member id -> handed out at
+    # member ids handed out with MEMBER_ID_REQUIRED -> (loop time, session timeout ms)
+    pending_members: dict[str, tuple[float, int]] = field(default_factory=dict)
+    pending_sync: set[str] = field(default_factory=set)  # joined this generation, not synced
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
     state_timestamp: int = -1  # ms when the state last changed (offset expiry counts from it)
     rebalance_deadline: asyncio.TimerHandle | None = None

@@ -205,7 +205,7 @@ class GroupCoordinator:
     async def join(
         self, *, group_id: str, member_id: str, instance_id: str | None, protocol_type: str,
         protocols: list[tuple[str, bytes]], session_ms: int, rebalance_ms: int, client_id: str,
-        client_host: str, require_known_member_id: bool,
+        client_host: str, version: int,
     ) -> Response:
         if not group_id:
             return _join_error(ErrorCode.invalid_group_id, member_id)
@@ -219,12 +219,13 @@ class GroupCoordinator:
         if group.state == GroupState.DEAD:
             return _join_error(ErrorCode.coordinator_not_available, member_id)
         names = {name for name, _ in protocols}
-        if not protocols or (group.members and (
+        if not protocols or not protocol_type or (group.members and (
             protocol_type != group.protocol_type or not names & group.supported_protocols()
         )):
             return _join_error(ErrorCode.inconsistent_group_protocol, member_id)
         loop = asyncio.get_running_loop()
         known_id = group.static_members.get(instance_id) if instance_id is not None else None
+        static_restart = False
         if known_id is not None and known_id != member_id:
             if member_id:
                 return _join_error(ErrorCode.fenced_instance_id, member_id)
@@ -235,12 +236,13 @@ class GroupCoordinator:
                 restarted.session_timeout_ms = session_ms
                 restarted.rebalance_timeout_ms = rebalance_ms
                 self._store_group(group)
-                return self._join_result(group, restarted)
+                return self._static_rejoin_result(group, restarted, known_id, version)
             member_id = restarted.member_id
+            static_restart = True
         if not member_id:
             new_id = f"{client_id}-{uuid.uuid4()}"
-            if instance_id is None and require_known_member_id:
-                group.pending_members[new_id] = loop.time()
+            if instance_id is None and version >= 4:  # KIP-394: the id comes back in a rejoin
+                group.pending_members[new_id] = (loop.time(), session_ms)
                 return _join_error(ErrorCode.member_id_required, new_id)
             member_id = new_id
         elif member_id not in group.members and member_id not in group.pending_members:
@@ -260,7 +262,8 @@ class GroupCoordinator:
                 group.protocol_type = protocol_type
             changed = True
         else:
-            changed = member.protocols != protocols or group.state == GroupState.EMPTY
+            changed = (member.protocols != protocols or group.state == GroupState.EMPTY
+                       or static_restart)
             member.protocols = protocols
             member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_ms, session_ms
         member.last_heartbeat = loop.time()
@@ -295,6 +298,19 @@ class GroupCoordinator:
         if group.leader_id == old_id:
             group.leader_id = new_id
         return member
+
+    def _static_rejoin_result(
+        self, group: Group, member: Member, old_id: str, version: int
+    ) -> Response:
+        """A restarted static member of a Stable group: if it leads, it must not run a new
+        assignment: v9+ says so (skip_assignment), older versions name the old leader id."""
+        result = self._join_result(group, member)
+        if member.member_id == group.leader_id:
+            if version >= 9:
+                result["skip_assignment"] = True
+            else:
+                result.update(leader=old_id, members=[])
+        return result
 
     def _join_result(self, group: Group, member: Member) -> Response:
         leader = member.member_id == group.leader_id
@@ -367,7 +383,8 @@ class GroupCoordinator:
             group.rebalance_deadline.cancel()
             group.rebalance_deadline = None
         for member in [m for m in group.members.values() if not m.awaiting_join]:
-            self._remove_member(group, member)  # did not rejoin in time
+            if member.group_instance_id is None:  # static members stay until their session ends
+                self._remove_member(group, member)
         group.pending_members.clear()
         group.generation += 1
         if not group.members:
@@ -376,17 +393,36 @@ class GroupCoordinator:
             self._store_group(group)
             return
         group.protocol_name = group.select_protocol()
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
+        joined = [m.member_id for m in group.members.values() if m.awaiting_join]
+        if group.leader_id not in joined:  # the leader must be one that rejoined
+            group.leader_id = joined[0] if joined else next(iter(group.members))
         group.transition(GroupState.COMPLETING_REBALANCE, now_ms())
         loop = asyncio.get_running_loop()
         for member in group.members.values():
             member.assignment = b""
             member.last_heartbeat = loop.time()
-            assert member.join_waiter is not None
-            member.join_waiter.set_result(self._join_result(group, member))
+            if member.awaiting_join:
+                assert member.join_waiter is not None
+                member.join_waiter.set_result(self._join_result(group, member))
+        group.pending_sync = set(group.members)
+        loop.call_later(group.max_rebalance_timeout_ms() / 1000, self._sync_deadline, group,
+                        group.generation)
         log.info("group %s: generation %d with %d member(s), protocol %s", group.group_id,
                  group.generation, len(group.members), group.protocol_name)
+
+    def _sync_deadline(self, group: Group, generation: int) -> None:
+        """Members that did not send SyncGroup within the rebalance timeout are removed."""
+        if group.generation != generation or not group.pending_sync:
+            return
+        if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return
+        late = [group.members[m] for m in group.pending_sync if m in group.members]
+        group.pending_sync.clear()
+        for member in late:
+            log.info("group %s: member %s did not sync in time", group.group_id, member.member_id)
+            self._remove_member(group, member)
+        if late:
+            self._member_left(group)
 
     def _remove_member(self, group: Group, member: Member) -> None:
         group.members.pop(member.member_id, None)
@@ -414,6 +450,8 @@ class GroupCoordinator:
         protocol_type: str | None, protocol_name: str | None,
         assignments: Iterable[tuple[str, bytes]],
     ) -> Response:
+        if not group_id:
+            return {"error_code": ErrorCode.invalid_group_id, "assignment": b""}
         group = self.groups.get(group_id)
         try:
             member = self._check_member(group, member_id, instance_id)
@@ -429,6 +467,7 @@ class GroupCoordinator:
         member.last_heartbeat = asyncio.get_running_loop().time()
         if group.state == GroupState.PREPARING_REBALANCE:
             return {"error_code": ErrorCode.rebalance_in_progress, "assignment": b""}
+        group.pending_sync.discard(member_id)
         if group.state == GroupState.STABLE:
             return self._sync_result(group, member)
         if group.state != GroupState.COMPLETING_REBALANCE:
@@ -455,6 +494,8 @@ class GroupCoordinator:
     def heartbeat(
         self, *, group_id: str, generation: int, member_id: str, instance_id: str | None
     ) -> ErrorCode:
+        if not group_id:
+            return ErrorCode.invalid_group_id
         group = self.groups.get(group_id)
         try:
             member = self._check_member(group, member_id, instance_id)
@@ -470,12 +511,19 @@ class GroupCoordinator:
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
         """Remove each (member id, instance id); one error code per member."""
+        if not group_id:
+            return [ErrorCode.invalid_group_id] * len(members)
         group = self.groups.get(group_id)
         results = []
         removed = False
         for member_id, instance_id in members:
             if group is None:
                 results.append(ErrorCode.unknown_member_id)
+                continue
+            if member_id in group.pending_members:  # got MEMBER_ID_REQUIRED, leaves instead
+                del group.pending_members[member_id]
+                removed = True
+                results.append(ErrorCode.none)
                 continue
             if instance_id is not None and not member_id:
                 member_id = group.static_members.get(instance_id, "")
@@ -515,8 +563,8 @@ class GroupCoordinator:
         for member in expired:
             log.info("group %s: member %s's session expired", group.group_id, member.member_id)
             self._remove_member(group, member)
-        stale = [mid for mid, at in group.pending_members.items()
-                 if now - at > self.max_session_ms / 1000]
+        stale = [mid for mid, (at, session_ms) in group.pending_members.items()
+                 if now - at > session_ms / 1000]
         for member_id in stale:
             del group.pending_members[member_id]
         if expired or stale:
@@ -526,11 +574,11 @@ class GroupCoordinator:
 
     def commit(
         self, *, group_id: str, generation: int, member_id: str, instance_id: str | None,
-        offsets: list[tuple[str, int, int, int, str | None]],
+        offsets: list[tuple[str, int, int, int, str | None]], version: int,
     ) -> dict[tuple[str, int], ErrorCode]:
         """Commit (topic, partition, offset, leader epoch, metadata) entries."""
         group = self.groups.get(group_id)
-        failure = self._commit_check(group, group_id, generation, member_id, instance_id)
+        failure = self._commit_check(group, generation, member_id, instance_id, version)
         if failure is not None:
             return {(t, p): failure for t, p, *_ in offsets}
         group = self.groups.get(group_id) or self._new_group(group_id)
@@ -553,23 +601,23 @@ class GroupCoordinator:
         return results
 
     def _commit_check(
-        self, group: Group | None, group_id: str, generation: int, member_id: str,
-        instance_id: str | None,
+        self, group: Group | None, generation: int, member_id: str, instance_id: str | None,
+        version: int,
     ) -> ErrorCode | None:
-        if not group_id:
-            return ErrorCode.invalid_group_id
         if group is None or group.state == GroupState.DEAD:
-            return None if generation < 0 else ErrorCode.illegal_generation
+            if generation < 0:
+                return None
+            return ErrorCode.group_id_not_found if version >= 9 else ErrorCode.illegal_generation
         if generation < 0 and group.state == GroupState.EMPTY:
             return None  # a standalone consumer (assign, no group membership)
-        if group.state == GroupState.COMPLETING_REBALANCE:
-            return ErrorCode.rebalance_in_progress
         try:
             member = self._check_member(group, member_id, instance_id)
         except KafkaError as exc:
             return exc.code
         if generation != group.generation:
             return ErrorCode.illegal_generation
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
         member.last_heartbeat = asyncio.get_running_loop().time()
         return None
 
@@ -594,6 +642,9 @@ class GroupCoordinator:
         results: dict[tuple[str, int], ErrorCode] = {}
         records = []
         for topic, partition in partitions:
+            if self.server.partition(topic, partition) is None:
+                results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
+                continue
             if subscribed is None or topic in subscribed:
                 results[(topic, partition)] = ErrorCode.group_subscribed_to_topic
                 continue
@@ -605,17 +656,27 @@ class GroupCoordinator:
         return ErrorCode.none, results
 
     def expire_offsets(self, at_ms: int) -> None:
-        """offsets.retention.minutes: the offsets of a group that has been empty that long go."""
+        """offsets.retention.minutes: an empty group's offsets expire that long after it became
+        empty; a stable consumer group's offsets of topics it no longer subscribes to expire
+        that long after their commit (KIP-496)."""
         for group in list(self.groups.values()):
-            if group.state != GroupState.EMPTY:
+            if group.state == GroupState.EMPTY:
+                base = group.state_timestamp
+                doomed = [tp for tp, v in group.offsets.items()
+                          if (base if base >= 0 else v.commit_timestamp) + self.retention_ms
+                          < at_ms]
+            elif group.state == GroupState.STABLE and (
+                (subscribed := group.subscribed_topics()) is not None
+            ):
+                doomed = [tp for tp, v in group.offsets.items() if tp[0] not in subscribed
+                          and v.commit_timestamp + self.retention_ms < at_ms]
+            else:
                 continue
-            doomed = [tp for tp, v in group.offsets.items()
-                      if max(v.commit_timestamp, group.state_timestamp) + self.retention_ms < at_ms]
             records = [RecordInput(None, encode_offset_key(OffsetKey(group.group_id, t, p)))
                        for t, p in doomed]
             for tp in doomed:
                 del group.offsets[tp]
-            if not group.offsets and not group.members:
+            if group.state == GroupState.EMPTY and not group.offsets:
                 records.append(RecordInput(None, encode_group_key(GroupKey(group.group_id))))
                 group.transition(GroupState.DEAD, at_ms)
                 del self.groups[group.group_id]

@@ -45,7 +45,7 @@ async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
         rebalance_ms=_ms(request.rebalance_timeout) if ctx.version >= 1 else session_ms,
         client_id=ctx.client_id,
         client_host=_client_host(ctx),
-        require_known_member_id=ctx.version >= 4,
+        version=ctx.version,
     )
     return {"throttle_time": 0, **result}
 
@@ -121,7 +121,7 @@ async def describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
             "authorized_operations": GROUP_OPERATIONS if operations else OPERATIONS_NOT_REQUESTED,
         }
         if group is not None:
-            stable = group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
+            stable = group.state == GroupState.STABLE
             entry.update(
                 group_state=group.state.value,
                 protocol_type=group.protocol_type or "",
@@ -161,6 +161,7 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
         member_id=request.member_id,
         instance_id=getattr(request, "group_instance_id", None),
         offsets=entries,
+        version=ctx.version,
     )
     return {
         "throttle_time": 0,
