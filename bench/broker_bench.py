@@ -951,7 +951,7 @@ def main(argv: list[str] | None = None) -> int:
     parent = Path(tempfile.mkdtemp(prefix="broker-bench-", dir=args.data_dir))
     began = time.perf_counter()
     log(f"broker bench: {platform.python_implementation()} {platform.python_version()}, "
-        f"confluent-kafka {confluent_kafka.version()[0]} / librdkafka "
+        f"confluent-kafka {confluent_kafka.__version__} / librdkafka "
         f"{confluent_kafka.libversion()[0]}, {os.cpu_count()} CPUs, data in {parent}")
     try:
         bench_brokers(args, parent, results)
