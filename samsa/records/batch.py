@@ -118,11 +118,6 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     return BatchHeader._make(HEADER.unpack_from(buf, pos))
 
 
-def read_offset_and_length(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
-    """baseOffset and batchLength: the 12 bytes a scan over batches needs."""
-    return _OFFSET_AND_LENGTH.unpack_from(buf, pos)
-
-
 def crc_of(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
     return crc32c(memoryview(buf)[pos + CRC_START : pos + size])
 

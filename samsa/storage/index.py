@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import struct
+from abc import ABC, abstractmethod
 from array import array
 from bisect import bisect_right
 from pathlib import Path
@@ -23,7 +24,7 @@ class IndexCorruptError(Exception):
     """An index file that does not agree with itself or its segment; it gets rebuilt."""
 
 
-class _Index:
+class _Index(ABC):
     ENTRY: struct.Struct
 
     def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
@@ -72,11 +73,13 @@ class _Index:
         self._written = 0
         self.flush()
 
+    @abstractmethod
     def _entries(self) -> list[tuple[int, int]]:
-        raise NotImplementedError
+        """Every entry as it is written to the file."""
 
+    @abstractmethod
     def _columns(self) -> tuple[array, array]:
-        raise NotImplementedError
+        """The in-memory columns, first the one the index is searched by."""
 
     def clear(self) -> None:
         """Drop every entry, in memory and on disk (before a rebuild)."""
