@@ -14,10 +14,7 @@ negotiated with ApiVersions; PLAINTEXT listeners only).
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import re
-import socket
-import struct
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -34,31 +31,21 @@ from confluent_kafka import (
 )
 from confluent_kafka import KafkaError as ClientError
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConsumerGroupDescription, OffsetSpec
-from kio.index import load_request_schema, load_response_schema
-from kio.schema.offset_delete.v0.request import (
-    OffsetDeleteRequest,
-    OffsetDeleteRequestPartition,
-    OffsetDeleteRequestTopic,
-)
-from kio.serial import entity_reader
 
-from samsa.errors import ErrorCode, kafka_name
-from samsa.protocol.codec import encode_message
+from samsa.errors import ErrorCode
 from samsa.tools.admin import connect_admin
 from samsa.tools.common import (
-    CONNECT_TIMEOUT_S,
     REQUEST_TIMEOUT_S,
     ToolError,
     bootstrap_option,
     command_config_option,
     describe_error,
     handle_client_errors,
-    parse_bootstrap,
     read_properties_file,
 )
+from samsa.tools.wire import CLIENT_ID, TP, error_text, offset_delete
 
 MISSING = "-"
-CLIENT_ID = "samsa-consumer-groups"
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
 SCENARIOS = ("to_offset", "to_datetime", "by_duration", "to_earliest", "to_latest", "to_current",
              "shift_by")
@@ -447,7 +434,6 @@ class ResetPlan:
 
 # --- talking to the cluster ----------------------------------------------------------------------
 
-TP = tuple[str, int]
 
 
 class GroupTool:
@@ -846,201 +832,6 @@ class GroupTool:
 
 def _dash(value: int | None) -> object:
     return MISSING if value is None else value
-
-
-# --- --delete-offsets: Kafka's OffsetDelete over a socket of our own -----------------------------
-
-API_VERSIONS, FIND_COORDINATOR, OFFSET_DELETE = 18, 10, 47
-_RETRY_BACKOFF_S = 0.2
-# The request versions this client can build: FindCoordinator v0-v3 carry one key, v4+ a list.
-KIO_FIND_COORDINATOR = (0, 6)
-_RETRY = frozenset({
-    ErrorCode.coordinator_not_available, ErrorCode.not_coordinator,
-    ErrorCode.coordinator_load_in_progress,
-})
-# Kafka's messages (Errors.java) for the errors OffsetDelete answers with.
-_MESSAGES = {
-    ErrorCode.group_id_not_found: "The group id does not exist.",
-    ErrorCode.non_empty_group: "The group is not empty.",
-    ErrorCode.invalid_group_id: "The configured groupId is invalid.",
-    ErrorCode.group_authorization_failed: "Group authorization failed.",
-    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
-    ErrorCode.group_subscribed_to_topic: "The consumer group is actively subscribed to the topic",
-    ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
-    ErrorCode.coordinator_not_available: "The coordinator is not available.",
-    ErrorCode.not_coordinator: "This is not the correct coordinator.",
-    ErrorCode.coordinator_load_in_progress:
-        "The coordinator is loading and hence can't process requests.",
-}
-_SIZE = struct.Struct(">i")
-
-
-def error_text(code: int) -> str:
-    """``NAME: Kafka's message`` for an error code."""
-    try:
-        message = _MESSAGES.get(ErrorCode(code), "")
-    except ValueError:
-        message = ""
-    return f"{kafka_name(code)}: {message}".rstrip(": ")
-
-
-class Wire:
-    """A blocking PLAINTEXT connection for the one request confluent-kafka lacks."""
-
-    def __init__(self, host: str, port: int, deadline: float) -> None:
-        self.address = f"{host}:{port}"
-        self.deadline = deadline
-        self._correlation = itertools.count(1)
-        try:
-            self.sock = socket.create_connection(
-                (host, port), timeout=min(CONNECT_TIMEOUT_S, self._remaining())
-            )
-        except OSError as exc:
-            raise ToolError(f"cannot connect to {self.address}: {exc.strerror or exc}") from exc
-        try:
-            response = self.request(API_VERSIONS, 0, load_request_schema(API_VERSIONS, 0)())
-        except ToolError:
-            self.sock.close()
-            raise
-        if response.error_code != ErrorCode.none:
-            self.sock.close()
-            raise ToolError(f"ApiVersions to {self.address}: {error_text(response.error_code)}")
-        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-
-    def __enter__(self) -> Wire:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
-
-    def _remaining(self) -> float:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise ToolError("REQUEST_TIMED_OUT: no answer from the group coordinator in time")
-        return remaining
-
-    def version(self, api_key: int, lowest: int, highest: int, name: str) -> int:
-        """The highest version both sides speak; a one-line error when there is none."""
-        broker_min, broker_max = self.versions.get(api_key, (0, -1))
-        chosen = min(highest, broker_max)
-        if chosen < max(lowest, broker_min):
-            raise ToolError(
-                f"UNSUPPORTED_VERSION: the broker at {self.address} does not support {name}"
-            )
-        return chosen
-
-    def request(self, api_key: int, version: int, body: Any) -> Any:
-        correlation = next(self._correlation)
-        schema = type(body)
-        header = schema.__header_schema__(
-            request_api_key=api_key, request_api_version=version,
-            correlation_id=correlation, client_id=CLIENT_ID,
-        )
-        payload = encode_message(header) + encode_message(body)
-        try:
-            self.sock.settimeout(self._remaining())
-            self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-            (size,) = _SIZE.unpack(self._read(_SIZE.size))
-            frame = self._read(size)
-        except OSError as exc:
-            raise ToolError(
-                f"no answer from {self.address}: {getattr(exc, 'strerror', None) or exc}"
-            ) from exc
-        response_schema = load_response_schema(api_key, version)
-        response_header, used = entity_reader(response_schema.__header_schema__)(frame, 0)
-        if response_header.correlation_id != correlation:
-            raise ToolError(f"{self.address} answered out of order")
-        response, _ = entity_reader(response_schema)(frame, used)
-        return response
-
-    def _read(self, size: int) -> bytes:
-        data = bytearray()
-        while len(data) < size:
-            self.sock.settimeout(self._remaining())
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ToolError(f"{self.address} closed the connection")
-            data += chunk
-        return bytes(data)
-
-    def find_coordinator(self, group_id: str) -> tuple[int, str, int]:
-        """(error code, host, port) of the group's coordinator."""
-        version = self.version(FIND_COORDINATOR, *KIO_FIND_COORDINATOR, "FindCoordinator")
-        schema = load_request_schema(FIND_COORDINATOR, version)
-        if version >= 4:
-            response = self.request(
-                FIND_COORDINATOR, version, schema(key_type=0, coordinator_keys=(group_id,))
-            )
-            if not response.coordinators:
-                return ErrorCode.coordinator_not_available, "", 0
-            found = response.coordinators[0]
-        elif version >= 1:
-            found = self.request(FIND_COORDINATOR, version, schema(key=group_id, key_type=0))
-        else:
-            found = self.request(FIND_COORDINATOR, version, schema(key=group_id))
-        return found.error_code, found.host, found.port
-
-
-def offset_delete(
-    bootstrap: str, group_id: str, partitions: Sequence[TP], timeout: float
-) -> tuple[int, dict[TP, int]]:
-    """OffsetDelete at the group's coordinator: (top-level error code, error code per partition).
-
-    Retries (until the timeout) while the coordinator is unknown, moving or loading."""
-    deadline = time.monotonic() + timeout
-    topics: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        topics.setdefault(topic, []).append(partition)
-    request = OffsetDeleteRequest(group_id=group_id, topics=tuple(
-        OffsetDeleteRequestTopic(name=topic, partitions=tuple(
-            OffsetDeleteRequestPartition(partition_index=p) for p in sorted(ps)
-        ))
-        for topic, ps in sorted(topics.items())
-    ))
-    last_error: int = ErrorCode.coordinator_not_available
-    problems: list[str] = []
-    while True:
-        for host, port in parse_bootstrap(bootstrap):
-            try:
-                code, by_partition = _offset_delete_once(host, port, request, deadline)
-            except ToolError as exc:
-                if exc.message.startswith(("UNSUPPORTED_VERSION", "REQUEST_TIMED_OUT")):
-                    raise
-                problems.append(exc.message)
-                continue
-            if code not in _RETRY:
-                return code, by_partition
-            last_error = code
-        if time.monotonic() + _RETRY_BACKOFF_S >= deadline:
-            break
-        time.sleep(_RETRY_BACKOFF_S)
-    if problems:
-        raise ToolError(problems[-1])
-    raise ToolError(f"{error_text(last_error)} (group '{group_id}', after {timeout:g} s)")
-
-
-def _offset_delete_once(
-    host: str, port: int, request: OffsetDeleteRequest, deadline: float
-) -> tuple[int, dict[TP, int]]:
-    """FindCoordinator through (host, port), then OffsetDelete at the coordinator."""
-    with Wire(host, port, deadline) as wire:
-        code, coordinator_host, coordinator_port = wire.find_coordinator(request.group_id)
-        if code != ErrorCode.none:
-            return code, {}
-        if (coordinator_host, coordinator_port) == (host, port):
-            response = _send_offset_delete(wire, request)
-        else:
-            with Wire(coordinator_host, coordinator_port, deadline) as coordinator:
-                response = _send_offset_delete(coordinator, request)
-    return response.error_code, {
-        (t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions
-    }
-
-
-def _send_offset_delete(wire: Wire, request: OffsetDeleteRequest) -> Any:
-    version = wire.version(OFFSET_DELETE, 0, 0, "OffsetDelete")
-    return wire.request(OFFSET_DELETE, version, request)
-
 
 def delete_group_offsets(
     bootstrap: str, extra: Mapping[str, str], tool: GroupTool, group_id: str,

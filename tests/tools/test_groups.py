@@ -21,8 +21,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from samsa.embedded import Broker
 from samsa.tools.common import ToolError
 from samsa.tools.groups import (
-    OFFSET_DELETE,
-    Wire,
     assignment_text,
     clamp,
     format_line,
@@ -31,6 +29,7 @@ from samsa.tools.groups import (
     parse_states,
     parse_topic_arg,
 )
+from samsa.tools.wire import OFFSET_DELETE, Wire
 
 from . import error_line, free_port, ok, samsa, unique
 
