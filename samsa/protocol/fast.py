@@ -17,7 +17,12 @@ _PARTITION_V2 = struct.Struct(">ihqq")  # + log_append_time
 _PARTITION_V5 = struct.Struct(">ihqqq")  # + log_start_offset
 
 
+_SMALL_UVARINTS = tuple(bytes([n]) for n in range(128))
+
+
 def _uvarint(n: int) -> bytes:
+    if n < 128:
+        return _SMALL_UVARINTS[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)

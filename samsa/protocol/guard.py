@@ -51,6 +51,9 @@ def _too_short(what: str, count: int, left: int) -> FrameTooShort:
 
 
 def _tags(buf: bytes, pos: int, end: int, tagged: dict[int, Walker]) -> int:
+    count = buf[pos]
+    if count == 0:  # almost always: no tagged fields
+        return pos + 1
     count, pos = _uvarint(buf, pos)
     if count > end - pos:
         raise _too_short("tagged fields", count, end - pos)
