@@ -15,7 +15,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -229,6 +234,11 @@ class SamsaDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return SamsaBatchReader(dict(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from samsa.spark.stream import SamsaStreamReader  # stream.py builds on this module
+
+        return SamsaStreamReader(self.options, schema)
 
 
 class SamsaBatchReader(DataSourceReader):
