@@ -7,7 +7,9 @@
           .option("subscribe", "events")
           .load())
 
-Needs ``pyspark>=4.0`` and ``pyarrow``. Only the batch read path exists so far.
+Reads (``spark.read``, ``spark.readStream``) and writes (``df.write.mode("append")``,
+``df.writeStream``) with Spark's Kafka option names and schema. Needs ``pyspark>=4.0`` and
+``pyarrow`` (the ``spark`` extra).
 """
 
 from __future__ import annotations

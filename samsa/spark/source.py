@@ -19,6 +19,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.types import (
@@ -235,10 +237,22 @@ class SamsaDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         return SamsaBatchReader(dict(self.options), schema)
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
         from samsa.spark.stream import SamsaStreamReader  # stream.py builds on this module
 
         return SamsaStreamReader(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from samsa.spark.writer import SamsaWriter
+
+        return SamsaWriter(self.options, schema, overwrite)
+
+    def streamWriter(  # noqa: N802
+        self, schema: StructType, overwrite: bool
+    ) -> DataSourceStreamWriter:
+        from samsa.spark.writer import SamsaStreamWriter
+
+        return SamsaStreamWriter(self.options, schema)
 
 
 class SamsaBatchReader(DataSourceReader):
