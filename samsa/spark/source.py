@@ -255,25 +255,16 @@ class SamsaDataSource(DataSource):
         return SamsaStreamWriter(self.options, schema)
 
 
-class SamsaBatchReader(DataSourceReader):
-    """Plans the offset ranges on the driver; ``read`` runs in the tasks."""
+class RangeReader:
+    """What the batch and the stream reader share: the options of the tasks, and a task reading
+    its offset range."""
 
-    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        opts = {str(k).lower(): str(v) for k, v in options.items()}
+    def _task_options(self, opts: Mapping[str, str]) -> None:
         self.include_headers = _bool_option(opts, "includeHeaders", False)
         self.fail_on_data_loss = _bool_option(opts, "failOnDataLoss", True)
         self.kafka_params, poll_timeout = kafka_params(opts)
         spark_poll = _int_option(opts, "kafkaConsumer.pollTimeoutMs")
         self.poll_timeout_ms = poll_timeout or spark_poll or DEFAULT_POLL_TIMEOUT_MS
-        min_partitions = _int_option(opts, "minPartitions")
-        if min_partitions is not None and min_partitions <= 0:
-            raise SamsaSourceError(f"option 'minPartitions' must be positive, got {min_partitions}")
-        self.ranges = split_ranges(_plan(opts, self.kafka_params), min_partitions)
-
-    def partitions(self) -> Sequence[InputPartition]:
-        if not self.ranges:  # nothing to read: one task that yields nothing
-            return [OffsetRange("", 0, 0, 0)]
-        return list(self.ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
@@ -286,6 +277,24 @@ class SamsaBatchReader(DataSourceReader):
             fail_on_data_loss=self.fail_on_data_loss,
             poll_timeout_ms=self.poll_timeout_ms,
         )
+
+
+class SamsaBatchReader(RangeReader, DataSourceReader):
+    """Plans the offset ranges on the driver; ``read`` runs in the tasks."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        opts = {str(k).lower(): str(v) for k, v in options.items()}
+        self._task_options(opts)
+        min_partitions = _int_option(opts, "minPartitions")
+        if min_partitions is not None and min_partitions <= 0:
+            raise SamsaSourceError(f"option 'minPartitions' must be positive, got {min_partitions}")
+        self.ranges = split_ranges(_plan(opts, self.kafka_params), min_partitions)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        if not self.ranges:  # nothing to read: one task that yields nothing
+            return [OffsetRange("", 0, 0, 0)]
+        return list(self.ranges)
+
 
 
 # --- driver: which topic-partitions, which offsets ---------------------------------------------

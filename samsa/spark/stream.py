@@ -21,7 +21,7 @@ task reader (:func:`samsa.spark.source.read_range`), which yields Arrow record b
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -34,26 +34,22 @@ from pyspark.sql.streaming.datasource import (
 
 from samsa.spark.source import (
     _STRATEGIES,
-    DEFAULT_POLL_TIMEOUT_MS,
     DRIVER_TIMEOUT_S,
     EARLIEST,
     LATEST,
     OffsetRange,
+    RangeReader,
     SamsaSourceError,
-    _bool_option,
     _by_timestamp,
     _driver_consumer,
     _int_option,
     _parse_partition_map,
     _timestamps,
     _topic_partitions,
-    kafka_params,
-    read_range,
     split_ranges,
 )
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql.types import StructType
 
 TP = tuple[str, int]
@@ -104,7 +100,7 @@ def cap_rows(start: Mapping[TP, int], latest: Mapping[TP, int], max_rows: int) -
     return {tp: start[tp] + shares[tp] for tp in latest}
 
 
-class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class SamsaStreamReader(RangeReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Driver side: offsets and ranges; ``read`` runs in the tasks. Picklable (no clients kept)."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
@@ -114,11 +110,7 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 raise SamsaSourceError(f"option '{name}' is not allowed in streaming queries")
         self.opts = opts
         self.schema = schema
-        self.include_headers = _bool_option(opts, "includeHeaders", False)
-        self.fail_on_data_loss = _bool_option(opts, "failOnDataLoss", True)
-        self.kafka_params, poll_timeout = kafka_params(opts)
-        spark_poll = _int_option(opts, "kafkaConsumer.pollTimeoutMs")
-        self.poll_timeout_ms = poll_timeout or spark_poll or DEFAULT_POLL_TIMEOUT_MS
+        self._task_options(opts)
         self.min_partitions = _int_option(opts, "minPartitions")
         if self.min_partitions is not None and self.min_partitions <= 0:
             raise SamsaSourceError(
@@ -292,17 +284,6 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._data_loss("partitions no longer read: " + ", ".join(f"{t}-{p}" for t, p in gone))
         return split_ranges(ranges, self.min_partitions)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        if partition.size <= 0:
-            return
-        yield from read_range(
-            partition,
-            self.kafka_params,
-            include_headers=self.include_headers,
-            fail_on_data_loss=self.fail_on_data_loss,
-            poll_timeout_ms=self.poll_timeout_ms,
-        )
 
     def commit(self, end: dict) -> None:
         """Nothing to do: as Spark's Kafka source, positions live in Spark's checkpoint only."""
