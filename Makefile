@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Debian packages the tests need (kcat: a real CLI client).
 APT_PACKAGES := kcat
 
-.PHONY: setup apt run test lint bench bench-groups bench-storage clean
+.PHONY: setup apt run test lint demo bench bench-groups bench-storage clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ lint: setup
 
 run: $(STAMP)
 	$(BIN)/samsa server --override log.dirs=data
+
+# The paper's pipeline on Spark: embedded broker, generate, load, audit, report (into ./demo).
+demo: $(STAMP)
+	$(BIN)/samsa pipeline demo --workdir demo
 
 bench: setup
 	$(BIN)/pip install --quiet -e '.[test,bench]'

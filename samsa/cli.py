@@ -17,6 +17,7 @@ import click
 from samsa import __version__
 from samsa.config import parse_properties
 from samsa.errors import KafkaError
+from samsa.pipeline.cli import pipeline
 from samsa.records.batch import iter_headers
 from samsa.records.record import decode_records
 from samsa.tools import COMMANDS
@@ -111,6 +112,7 @@ def dump_log(files: tuple[Path, ...], print_data_log: bool) -> None:
 
 for _command in COMMANDS:
     main.add_command(_command)
+main.add_command(pipeline)
 
 
 def _one_line(message: str) -> str:

@@ -1,0 +1,148 @@
+"""The pipeline's messages: activity events and monitoring events, in Avro or JSON.
+
+Avro messages use the Confluent wire format: a zero magic byte, the schema id as a 4-byte
+big-endian integer, then the Avro binary encoding (fastavro's schemaless writer). The schema ids
+are fixed in ``SCHEMAS`` (there is no schema registry server); a reader meeting an id it does
+not know fails with a message naming it. JSON messages are UTF-8 objects with the same field
+names. A reader tells the two apart by the first byte, so one topic may hold both.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+
+AVRO_MAGIC = 0
+_HEADER = struct.Struct(">bI")
+
+ACTIVITY_SCHEMA_ID = 1
+MONITORING_SCHEMA_ID = 2
+
+#: page views, searches and clicks, as the paper's frontends publish them
+ACTIVITY_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "ActivityEvent",
+    "namespace": "samsa.pipeline",
+    "fields": [
+        {"name": "event_type", "type": "string"},
+        {"name": "user_id", "type": "string"},
+        {"name": "page", "type": "string"},
+        {"name": "query", "type": ["null", "string"], "default": None},
+        {"name": "target", "type": ["null", "string"], "default": None},
+        {"name": "server", "type": "string"},
+        {"name": "timestamp", "type": "long"},  # milliseconds since the epoch, UTC
+    ],
+}
+
+#: one producer's count of the messages it published to one topic in one time window
+MONITORING_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "MonitoringEvent",
+    "namespace": "samsa.pipeline",
+    "fields": [
+        {"name": "server", "type": "string"},
+        {"name": "topic", "type": "string"},
+        {"name": "window_start", "type": "long"},  # milliseconds since the epoch, UTC
+        {"name": "window_ms", "type": "long"},
+        {"name": "count", "type": "long"},
+    ],
+}
+
+SCHEMAS: dict[int, Any] = {
+    ACTIVITY_SCHEMA_ID: parse_schema(ACTIVITY_SCHEMA),
+    MONITORING_SCHEMA_ID: parse_schema(MONITORING_SCHEMA),
+}
+
+EVENT_TYPES = ("page_view", "search", "click")
+_ACTIVITY_TOPICS = {"page_view": "page_views", "search": "searches", "click": "clicks"}
+FORMATS = ("avro", "json")
+
+
+class BadEventError(ValueError):
+    """A message that is not a pipeline event."""
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The pipeline's topic names; ``prefix`` lets several pipelines share one cluster."""
+
+    prefix: str = ""
+
+    def activity(self, event_type: str) -> str:
+        return f"{self.prefix}{_ACTIVITY_TOPICS[event_type]}"
+
+    @property
+    def all_activity(self) -> list[str]:
+        return [self.activity(t) for t in EVENT_TYPES]
+
+    @property
+    def monitoring(self) -> str:
+        return f"{self.prefix}monitoring"
+
+
+DEFAULT_TOPICS = Topics()
+
+
+def encode(event: dict[str, Any], schema_id: int, fmt: str) -> bytes:
+    """One event as a message value in ``fmt`` ("avro" or "json")."""
+    if fmt == "json":
+        return json.dumps(event, separators=(",", ":")).encode()
+    if fmt != "avro":
+        raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    import io
+
+    out = io.BytesIO()
+    out.write(_HEADER.pack(AVRO_MAGIC, schema_id))
+    schemaless_writer(out, SCHEMAS[schema_id], event)
+    return out.getvalue()
+
+
+def decode(value: bytes | None, schema_id: int) -> dict[str, Any]:
+    """A message value (Avro with a schema id, or JSON) as a dict of ``schema_id``'s fields."""
+    if not value:
+        raise BadEventError("empty message value")
+    if value[0] == AVRO_MAGIC:
+        if len(value) < _HEADER.size:
+            raise BadEventError(f"Avro message of {len(value)} bytes has no schema id")
+        _, found = _HEADER.unpack_from(value)
+        if found not in SCHEMAS:
+            raise BadEventError(f"unknown Avro schema id {found}")
+        if found != schema_id:
+            raise BadEventError(f"Avro schema id {found} where {schema_id} was expected")
+        import io
+
+        try:
+            return schemaless_reader(io.BytesIO(value[_HEADER.size:]), SCHEMAS[found], None)
+        except Exception as exc:  # fastavro raises EOFError, ValueError, UnicodeDecodeError...
+            raise BadEventError(f"undecodable Avro body: {exc}") from exc
+    try:
+        event = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadEventError(f"neither Avro (magic byte 0) nor JSON: {exc}") from exc
+    if not isinstance(event, dict):
+        raise BadEventError("JSON message is not an object")
+    for field in SCHEMAS[schema_id]["fields"]:
+        name = field["name"]
+        if name not in event:
+            if "default" not in field:
+                raise BadEventError(f"JSON event lacks {name!r}")
+            event[name] = field["default"]
+        elif not _matches(event[name], field["type"]):
+            raise BadEventError(f"JSON event field {name!r} is not of Avro type {field['type']}")
+    return event
+
+
+def _matches(value: Any, avro_type: Any) -> bool:
+    if isinstance(avro_type, list):
+        return any(_matches(value, t) for t in avro_type)
+    if avro_type == "null":
+        return value is None
+    if avro_type == "string":
+        return isinstance(value, str)
+    if avro_type == "long":
+        return isinstance(value, int) and not isinstance(value, bool)
+    raise AssertionError(f"no JSON check for Avro type {avro_type}")

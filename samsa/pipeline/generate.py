@@ -1,0 +1,248 @@
+"""``samsa pipeline generate``: simulated frontends publishing activity events (the paper's §4).
+
+Each frontend is its own idempotent producer (``acks=all``) named like a web server
+(``frontend-01``). Events are page views, searches and clicks keyed by user, each with its
+timestamp and its server's name, to one topic per event type. Every frontend counts the messages
+the broker acknowledged, per topic and per time window of the event timestamps, and publishes
+those counts as monitoring events to their own topic once a window is over, as the paper's
+producers do; the audit reconciles them with what the load job stored.
+
+Time is simulated: ``events`` timestamps spread evenly over ``[start, start + span)`` in order,
+so a run of any size fills a chosen number of hours. With ``realtime`` the events are stamped
+with the wall clock instead and sent at ``rate`` per second (a live feed for ``stream``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from samsa.pipeline.events import (
+    ACTIVITY_SCHEMA_ID,
+    DEFAULT_TOPICS,
+    EVENT_TYPES,
+    MONITORING_SCHEMA_ID,
+    Topics,
+    encode,
+)
+
+PAGES = tuple(
+    ["/", "/feed", "/jobs", "/messages", "/notifications", "/search"]
+    + [f"/profile/{i}" for i in range(1, 31)]
+    + [f"/company/{i}" for i in range(1, 15)]
+)
+QUERIES = ("kafka", "spark", "python", "data engineer", "stream processing", "samsa", "zookeeper")
+#: the share of page views, searches and clicks
+EVENT_WEIGHTS = (0.6, 0.15, 0.25)
+FLUSH_TIMEOUT_S = 60.0
+ADMIN_TIMEOUT_S = 30.0
+
+
+class GenerateError(RuntimeError):
+    """The broker did not take the events."""
+
+
+@dataclass
+class Frontend:
+    """One simulated web server: a producer and its per-(topic, window) delivered counts."""
+
+    name: str
+    producer: Producer
+    counts: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
+    failures: list[str] = field(default_factory=list)
+
+    def on_delivery(self, topic: str, window: int) -> Callable[[Any, Any], None]:
+        def callback(err: Any, _msg: Any) -> None:
+            if err is None:
+                self.counts[(topic, window)] += 1
+            else:
+                self.failures.append(str(err))
+
+        return callback
+
+
+@dataclass
+class GenerateResult:
+    events: int = 0
+    monitoring_events: int = 0
+    windows: int = 0
+    per_topic: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def ensure_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
+    """Create the topics that do not exist yet (existing ones keep their partitions)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = set(admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics)
+    missing = [NewTopic(t, partitions) for t in topics if t not in existing]
+    if not missing:
+        return
+    for topic, future in admin.create_topics(missing).items():
+        try:
+            future.result(timeout=ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise GenerateError(f"cannot create topic {topic}: {exc}") from exc
+
+
+def generate(
+    bootstrap: str,
+    *,
+    events: int,
+    fmt: str = "avro",
+    frontends: int = 3,
+    users: int = 1000,
+    start_ms: int | None = None,
+    span_ms: int = 2 * 3600 * 1000,
+    window_ms: int = 60_000,
+    realtime: bool = False,
+    rate: float = 1000.0,
+    seed: int | None = None,
+    topics: Topics = DEFAULT_TOPICS,
+    partitions: int = 3,
+    progress: Callable[[int, int], None] | None = None,
+) -> GenerateResult:
+    """Publish ``events`` activity events and the monitoring events that count them."""
+    if events < 0 or frontends < 1 or users < 1 or window_ms < 1 or span_ms < 1:
+        raise ValueError("events >= 0, frontends >= 1, users >= 1, window and span > 0")
+    if realtime and rate <= 0:
+        raise ValueError("rate must be > 0")
+    ensure_topics(bootstrap, [*topics.all_activity, topics.monitoring], partitions)
+    rng = random.Random(seed)
+    fleet = [
+        Frontend(
+            f"frontend-{i + 1:02d}",
+            Producer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    "client.id": f"frontend-{i + 1:02d}",
+                }
+            ),
+        )
+        for i in range(frontends)
+    ]
+    if start_ms is None:  # whole windows, ending at the last one before now
+        now = int(time.time() * 1000)
+        start_ms = now - now % window_ms - span_ms
+    result = GenerateResult()
+    open_window: int | None = None
+    began = time.monotonic()
+    for n in range(events):
+        if realtime:
+            due = began + n / rate
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            ts = int(time.time() * 1000)
+        else:
+            ts = start_ms + (n * span_ms) // max(events, 1)
+        window = ts - ts % window_ms
+        if open_window is not None and window != open_window:
+            result.monitoring_events += _close_windows(fleet, topics, fmt, window_ms)
+            result.windows += 1
+        open_window = window
+        event_type = rng.choices(EVENT_TYPES, EVENT_WEIGHTS)[0]
+        frontend = fleet[rng.randrange(frontends)]
+        user = f"user-{rng.randrange(users):05d}"
+        event = {
+            "event_type": event_type,
+            "user_id": user,
+            "page": PAGES[min(int(rng.paretovariate(1.2)) - 1, len(PAGES) - 1)],
+            "query": rng.choice(QUERIES) if event_type == "search" else None,
+            "target": rng.choice(PAGES) if event_type == "click" else None,
+            "server": frontend.name,
+            "timestamp": ts,
+        }
+        topic = topics.activity(event_type)
+        _produce(
+            frontend,
+            topic,
+            user.encode(),
+            encode(event, ACTIVITY_SCHEMA_ID, fmt),
+            ts,
+            frontend.on_delivery(topic, window),
+        )
+        result.events += 1
+        result.per_topic[topic] += 1
+        if progress is not None and (n + 1) % max(events // 10, 1) == 0 and n + 1 < events:
+            progress(n + 1, events)
+    if open_window is not None:
+        result.monitoring_events += _close_windows(fleet, topics, fmt, window_ms)
+        result.windows += 1
+    if progress is not None:
+        progress(events, events)
+    return result
+
+
+def _produce(
+    frontend: Frontend,
+    topic: str,
+    key: bytes,
+    value: bytes,
+    timestamp: int,
+    callback: Callable[[Any, Any], None],
+) -> None:
+    deadline = time.monotonic() + FLUSH_TIMEOUT_S
+    while True:
+        try:
+            frontend.producer.produce(
+                topic, value=value, key=key, timestamp=timestamp, on_delivery=callback
+            )
+            return
+        except BufferError:  # the producer's queue is full: let deliveries drain it
+            if time.monotonic() > deadline:
+                raise GenerateError(f"{frontend.name}: the broker took nothing for "
+                                    f"{FLUSH_TIMEOUT_S:.0f} s") from None
+            frontend.producer.poll(0.1)
+
+
+def _close_windows(fleet: list[Frontend], topics: Topics, fmt: str, window_ms: int) -> int:
+    """Wait for every delivery, then publish each frontend's counts of the windows so far."""
+    sent = 0
+    for frontend in fleet:
+        _flush(frontend)
+        for (topic, window), count in sorted(frontend.counts.items()):
+            event = {
+                "server": frontend.name,
+                "topic": topic,
+                "window_start": window,
+                "window_ms": window_ms,
+                "count": count,
+            }
+            _produce(
+                frontend,
+                topics.monitoring,
+                frontend.name.encode(),
+                encode(event, MONITORING_SCHEMA_ID, fmt),
+                int(time.time() * 1000),
+                _fail_on_error(frontend),
+            )
+            sent += 1
+        frontend.counts.clear()
+        _flush(frontend)
+    return sent
+
+
+def _fail_on_error(frontend: Frontend) -> Callable[[Any, Any], None]:
+    def callback(err: Any, _msg: Any) -> None:
+        if err is not None:
+            frontend.failures.append(f"monitoring event: {err}")
+
+    return callback
+
+
+def _flush(frontend: Frontend) -> None:
+    left = frontend.producer.flush(FLUSH_TIMEOUT_S)
+    if left:
+        raise GenerateError(f"{frontend.name}: {left} messages not delivered within "
+                            f"{FLUSH_TIMEOUT_S:.0f} s")
+    if frontend.failures:
+        raise GenerateError(f"{frontend.name}: delivery failed: {frontend.failures[0]}")
