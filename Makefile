@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Debian packages the tests need (kcat: a real CLI client).
 APT_PACKAGES := kcat
 
-.PHONY: setup apt run test lint demo bench bench-groups bench-storage clean
+.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-storage clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,9 @@ bench: setup
 bench-groups: setup
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/group_bench.py
+
+bench-spark: setup
+	$(BIN)/python bench/spark_bench.py
 
 bench-storage: setup
 	$(BIN)/python bench/storage_bench.py

@@ -81,7 +81,12 @@ def _topics(prefix: str) -> Any:
 def _session(master: str, progress: bool = False) -> Any:
     from samsa.pipeline.session import spark_session
 
-    return spark_session(master, progress=progress)
+    return spark_session(master, progress=progress, quiet=True)
+
+
+def _table_exists(table: Path) -> None:
+    if not table.exists():
+        raise ToolError(f"no table at {table}: run `samsa pipeline load` first")
 
 
 _bootstrap = click.option(
@@ -159,9 +164,13 @@ def generate_command(bootstrap: str, topic_prefix: str, events: int, fmt: str, f
 def load_command(bootstrap: str, topic_prefix: str, table: Path, master: str,
                  fail_on_data_loss: bool, progress: bool) -> None:
     """Load the new events into Parquet (by date and hour), exactly once."""
-    from samsa.pipeline.load import load
+    from samsa.pipeline.load import load, watermarks
+    from samsa.pipeline.table import Table
 
     check_reachable(bootstrap)
+    # the checks that need no Spark come first: a bad table or topic fails in a second
+    Table(table).current()
+    watermarks(bootstrap, _topics(topic_prefix).all_activity)
     spark = _session(master, progress)
     result = load(spark, bootstrap, table, topics=_topics(topic_prefix),
                   fail_on_data_loss=fail_on_data_loss)
@@ -223,8 +232,11 @@ def audit_command(bootstrap: str, topic_prefix: str, table: Path, master: str,
                   show_all: bool) -> None:
     """Reconcile the monitoring counts with the loaded rows; exit 1 on a mismatch."""
     from samsa.pipeline.audit import audit
+    from samsa.pipeline.load import watermarks
 
     check_reachable(bootstrap)
+    watermarks(bootstrap, [_topics(topic_prefix).monitoring])
+    _table_exists(table)
     result = audit(_session(master), bootstrap, table, topics=_topics(topic_prefix))
     shown = result.windows if show_all else result.mismatches
     if shown:
@@ -264,6 +276,7 @@ def report_command(table: Path, master: str, chart: Path | None, top: int) -> No
     """Top pages per hour and events per minute, as a table and a PNG chart."""
     from samsa.pipeline.report import build_report, draw_chart
 
+    _table_exists(table)
     report = build_report(_session(master), table, top=top)
     click.echo(f"Top {top} pages per hour (page views)")
     click.echo(table_text(("date", "hour", "rank", "page", "views"), report.top_pages))

@@ -57,6 +57,9 @@ SCHEMAS: dict[int, Any] = {
     MONITORING_SCHEMA_ID: parse_schema(MONITORING_SCHEMA),
 }
 
+#: 9999-12-31T23:59:59.999Z in milliseconds
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+
 EVENT_TYPES = ("page_view", "search", "click")
 _ACTIVITY_TOPICS = {"page_view": "page_views", "search": "searches", "click": "clicks"}
 FORMATS = ("avro", "json")
@@ -115,10 +118,15 @@ def decode(value: bytes | None, schema_id: int) -> dict[str, Any]:
             raise BadEventError(f"Avro schema id {found} where {schema_id} was expected")
         import io
 
+        body = io.BytesIO(value)
+        body.seek(_HEADER.size)
         try:
-            return schemaless_reader(io.BytesIO(value[_HEADER.size:]), SCHEMAS[found], None)
+            event = schemaless_reader(body, SCHEMAS[found], None)
         except Exception as exc:  # fastavro raises EOFError, ValueError, UnicodeDecodeError...
             raise BadEventError(f"undecodable Avro body: {exc}") from exc
+        if body.tell() != len(value):
+            raise BadEventError(f"{len(value) - body.tell()} bytes after the Avro body")
+        return _checked(event, schema_id)
     try:
         event = json.loads(value)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -133,6 +141,14 @@ def decode(value: bytes | None, schema_id: int) -> dict[str, Any]:
             event[name] = field["default"]
         elif not _matches(event[name], field["type"]):
             raise BadEventError(f"JSON event field {name!r} is not of Avro type {field['type']}")
+    return _checked(event, schema_id)
+
+
+def _checked(event: dict[str, Any], schema_id: int) -> dict[str, Any]:
+    """Refuse event times Parquet and Spark cannot hold (before 1970, after 9999)."""
+    name = "timestamp" if schema_id == ACTIVITY_SCHEMA_ID else "window_start"
+    if not 0 <= event[name] <= MAX_TIMESTAMP_MS:
+        raise BadEventError(f"{name} {event[name]} is not a time between 1970 and 9999")
     return event
 
 
@@ -144,5 +160,5 @@ def _matches(value: Any, avro_type: Any) -> bool:
     if avro_type == "string":
         return isinstance(value, str)
     if avro_type == "long":
-        return isinstance(value, int) and not isinstance(value, bool)
+        return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
     raise AssertionError(f"no JSON check for Avro type {avro_type}")

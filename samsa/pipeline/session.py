@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+# What the JVM prints on stderr at every start of a local session, which a command's user
+# has no use for (and which would break the commands' one-line errors).
+_JVM_START_NOISE = re.compile(
+    rb"WARNING: Using incubator modules|Using Spark's default log4j profile|"
+    rb"Setting default log level to|To adjust logging level use|WARN NativeCodeLoader:|"
+    rb"WARN Utils: (?:Your hostname|Set SPARK_LOCAL_IP)"
+)
+
 
 def spark_session(
-    master: str = "local[*]", app: str = "samsa-pipeline", progress: bool = False
+    master: str = "local[*]",
+    app: str = "samsa-pipeline",
+    progress: bool = False,
+    quiet: bool = False,
 ) -> SparkSession:
     """A SparkSession (Spark's UI off, UTC, loopback) that can read and write samsa topics.
 
-    ``progress`` turns on Spark's console progress bar for the stages of long jobs.
+    ``progress`` turns on Spark's console progress bar for the stages of long jobs; ``quiet``
+    keeps the JVM's start-up lines and Spark's log off stderr (the progress bar still shows).
     """
     from pyspark.sql import SparkSession
 
@@ -35,7 +49,45 @@ def spark_session(
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
     )
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    if quiet and SparkSession.getActiveSession() is None:
+        session = _with_filtered_child_stderr(builder.getOrCreate)
+    else:
+        session = builder.getOrCreate()
+    # quiet: a failed job's error reaches the command as an exception, told in one line;
+    # Spark's own log of it (a task's whole traceback) would only bury that line
+    session.sparkContext.setLogLevel("OFF" if quiet else "ERROR")
     samsa.spark.register(session)
     return session
+
+
+def _with_filtered_child_stderr(start: object) -> SparkSession:
+    """Run ``start`` (which launches the JVM) with stderr, as the JVM inherits it, a pipe whose
+    reader forwards everything to the real stderr except the start-up noise."""
+    read_end, write_end = os.pipe()
+    saved = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(write_end, 2)
+    try:
+        session = start()  # type: ignore[operator]
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(write_end)
+    threading.Thread(
+        target=_forward, args=(read_end, saved), name="jvm-stderr", daemon=True
+    ).start()
+    return session
+
+
+def _forward(read_end: int, out: int) -> None:
+    pending = b""
+    while chunk := os.read(read_end, 65536):
+        pending += chunk
+        # lines end with \n; the progress bar redraws itself with \r
+        *pieces, pending = re.split(rb"(?<=[\r\n])", pending)
+        kept = b"".join(p for p in pieces if not _JVM_START_NOISE.search(p))
+        if kept:
+            os.write(out, kept)
+    if pending and not _JVM_START_NOISE.search(pending):
+        os.write(out, pending)
+    os.close(read_end)

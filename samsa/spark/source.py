@@ -44,6 +44,12 @@ LATEST = -1
 BATCH_ROWS = 10_000
 #: a task that sees no progress for this long fails (or stops, with failOnDataLoss=false)
 DEFAULT_POLL_TIMEOUT_MS = 60_000
+#: librdkafka settings of the tasks' consumers that a kafka.* option may override. librdkafka
+#: stops prefetching at 100,000 queued messages and then waits fetch.queue.backoff.ms (1 s)
+#: before fetching again; a task converting rows in Python drains that queue within the wait,
+#: so with the default it idles about half the time (bench/spark_bench.py: 2x the rows/s).
+#: queued.max.messages.kbytes (64 MiB) still bounds the memory.
+TASK_CLIENT_DEFAULTS = {"queued.min.messages": "1000000"}
 #: timeout of the driver's metadata and offset requests
 DRIVER_TIMEOUT_S = 30.0
 
@@ -214,7 +220,8 @@ def split_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None) -> l
     total = sum(r.size for r in non_empty)
     out: list[OffsetRange] = []
     for r in non_empty:
-        parts = min(r.size, max(1, math.ceil(r.size * min_partitions / total)))
+        # Scala's math.round (half up), as Spark does
+        parts = min(r.size, max(1, math.floor(r.size / total * min_partitions + 0.5)))
         step, extra = divmod(r.size, parts)
         start = r.start
         for i in range(parts):
@@ -536,6 +543,7 @@ def read_range(
     consumer = Consumer(
         {
             "group.id": f"samsa-spark-task-{uuid.uuid4()}",
+            **TASK_CLIENT_DEFAULTS,
             **params,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
