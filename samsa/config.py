@@ -159,8 +159,18 @@ TOPIC_KEYS: dict[str, Key] = {
             "Whether a record's timestamp is the producer's (CreateTime) or the broker's "
             "(LogAppendTime).", one_of("CreateTime", "LogAppendTime")),
         Key("cleanup.policy", Type.LIST, ["delete"],
-            "delete: retention by time and size; compact: keep the last value per key.",
-            one_of("delete", "compact")),
+            "delete: retention by time and size; compact: keep the last value per key; "
+            "compact,delete: both.", one_of("delete", "compact")),
+        Key("delete.retention.ms", Type.LONG, 24 * 3600 * 1000,
+            "How long a tombstone (a null value) of a compacted topic stays readable after the "
+            "cleaner has passed it.", at_least(0)),
+        Key("min.cleanable.dirty.ratio", Type.DOUBLE, 0.5,
+            "Share of a compacted log not yet cleaned above which the cleaner cleans it.",
+            between(0, 1)),
+        Key("min.compaction.lag.ms", Type.LONG, 0,
+            "Minimum time a message stays uncompacted.", at_least(0)),
+        Key("max.compaction.lag.ms", Type.LONG, LONG_MAX,
+            "Maximum time a message stays ineligible for compaction.", at_least(1)),
         Key("file.delete.delay.ms", Type.LONG, 60000,
             "Time a deleted segment's files are kept open for readers still using them.",
             at_least(0)),
@@ -255,6 +265,25 @@ BROKER_KEYS: dict[str, Key] = {
             one_of("delete", "compact"), topic="cleanup.policy"),
         Key("log.segment.delete.delay.ms", Type.LONG, 60000, "Default file.delete.delay.ms.",
             at_least(0), topic="file.delete.delay.ms"),
+        Key("log.cleaner.enable", Type.BOOLEAN, True,
+            "Run the log cleaner (compaction of cleanup.policy=compact topics)."),
+        Key("log.cleaner.threads", Type.INT, 1, "Threads that clean logs.", at_least(0)),
+        Key("log.cleaner.dedupe.buffer.size", Type.LONG, 128 * 1024 * 1024,
+            "Memory for the key -> offset map of all cleaner threads (24 bytes an entry, as "
+            "Kafka counts it).", at_least(0)),
+        Key("log.cleaner.io.buffer.load.factor", Type.DOUBLE, 0.9,
+            "How full the dedupe map may get.", between(0, 1)),
+        Key("log.cleaner.backoff.ms", Type.LONG, 15000,
+            "How long a cleaner thread sleeps when no log needs cleaning.", at_least(0)),
+        Key("log.cleaner.delete.retention.ms", Type.LONG, 24 * 3600 * 1000,
+            "Default delete.retention.ms.", at_least(0), topic="delete.retention.ms"),
+        Key("log.cleaner.min.cleanable.ratio", Type.DOUBLE, 0.5,
+            "Default min.cleanable.dirty.ratio.", between(0, 1),
+            topic="min.cleanable.dirty.ratio"),
+        Key("log.cleaner.min.compaction.lag.ms", Type.LONG, 0,
+            "Default min.compaction.lag.ms.", at_least(0), topic="min.compaction.lag.ms"),
+        Key("log.cleaner.max.compaction.lag.ms", Type.LONG, LONG_MAX,
+            "Default max.compaction.lag.ms.", at_least(1), topic="max.compaction.lag.ms"),
     ]
 }
 
@@ -318,6 +347,10 @@ class LogConfig:
     max_message_bytes: int = TOPIC_KEYS["max.message.bytes"].default
     message_timestamp_type: str = TOPIC_KEYS["message.timestamp.type"].default
     cleanup_policy: tuple[str, ...] = tuple(TOPIC_KEYS["cleanup.policy"].default)
+    delete_retention_ms: int = TOPIC_KEYS["delete.retention.ms"].default
+    min_cleanable_dirty_ratio: float = TOPIC_KEYS["min.cleanable.dirty.ratio"].default
+    min_compaction_lag_ms: int = TOPIC_KEYS["min.compaction.lag.ms"].default
+    max_compaction_lag_ms: int = TOPIC_KEYS["max.compaction.lag.ms"].default
     file_delete_delay_ms: int = TOPIC_KEYS["file.delete.delay.ms"].default
 
     @classmethod
@@ -346,6 +379,15 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Retention by time and size applies (cleanup.policy delete or compact,delete)."""
+        return "delete" in self.cleanup_policy
 
 
 def parse_properties(lines: Iterable[str]) -> dict[str, str]:

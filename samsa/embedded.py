@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from samsa.server.kafka_server import KafkaServer
+from samsa.storage.log_cleaner import CleanerMetrics
 
 _START_TIMEOUT = 60
 
@@ -57,6 +58,11 @@ class Broker:
     @property
     def port(self) -> int:
         return self.server.bound[0].port
+
+    def cleaner_metrics(self) -> CleanerMetrics | None:
+        """The log cleaner's counters (None with ``log.cleaner.enable=false``)."""
+        cleaner = self.server.cleaner
+        return None if cleaner is None else cleaner.metrics
 
     # --- async use ------------------------------------------------------------------------
 

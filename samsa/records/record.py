@@ -179,3 +179,71 @@ def encode_batch(
     )
     struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[CRC_START:]))
     return bytes(batch)
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """One record of a decompressed payload, located but not copied (the log cleaner's view).
+
+    ``payload[rest:end]`` holds the record from its offset delta on, so a record can be written
+    again with another timestamp delta without decoding the rest.
+    """
+
+    attributes: int
+    timestamp_delta: int
+    offset_delta: int
+    key: bytes | None
+    value_is_null: bool
+    rest: int
+    end: int
+
+
+def iter_raw_records(payload: bytes, count: int) -> Iterator[RawRecord]:
+    """The ``count`` records of a decompressed batch payload."""
+    pos = 0
+    size = len(payload)
+    for _ in range(count):
+        length, pos = read_varint(payload, pos)
+        end = pos + length
+        if length < 0 or end > size:
+            raise CorruptRecordError("record length runs past the end of the batch")
+        attributes = payload[pos]
+        ts_delta, rest = read_varint(payload, pos + 1)
+        offset_delta, cursor = read_varint(payload, rest)
+        key, cursor = _read_bytes(payload, cursor)
+        value_length, cursor = read_varint(payload, cursor)
+        if cursor > end or (value_length > 0 and cursor + value_length > end):
+            raise CorruptRecordError("record fields run past the record's length")
+        yield RawRecord(attributes, ts_delta, offset_delta, key, value_length < 0, rest, end)
+        pos = end
+
+
+def encode_raw_batch(
+    header: BatchHeader,
+    payload: bytes,
+    records: Sequence[RawRecord],
+    *,
+    base_timestamp: int,
+    attributes: int,
+) -> bytes:
+    """A batch like ``header``'s (offsets, producer fields, epoch) holding only ``records`` of
+    its ``payload``, with timestamp deltas rewritten against ``base_timestamp`` and the codec
+    of ``attributes``. No records gives Kafka's empty batch (a header that keeps a producer's
+    last sequence)."""
+    body = bytearray()
+    for record in records:
+        inner = bytearray((record.attributes,))
+        write_varint(header.base_timestamp + record.timestamp_delta - base_timestamp, inner)
+        inner += payload[record.rest : record.end]
+        write_varint(len(inner), body)
+        body += inner
+    codec = Compression(attributes & Attr.CODEC_MASK)
+    data = compression.compress(codec, bytes(body)) if records else b""
+    batch = bytearray(HEADER_SIZE) + data
+    HEADER.pack_into(
+        batch, 0, header.base_offset, len(batch) - LOG_OVERHEAD, header.leader_epoch, 2, 0,
+        attributes, header.last_offset_delta, base_timestamp, header.max_timestamp,
+        header.producer_id, header.producer_epoch, header.base_sequence, len(records),
+    )
+    struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[CRC_START:]))
+    return bytes(batch)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from samsa.server.connection import CloseConnection, Connection
 from samsa.server.context import RequestContext
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.storage.checkpoint import write_atomically
+from samsa.storage.log_cleaner import LogCleaner
 from samsa.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,7 @@ class KafkaServer:
         self.bound: list[Listener] = []
         self.producer_ids: ProducerIdManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.cleaner: LogCleaner | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task] = []
         self._flushing: set[tuple[str, int]] = set()
@@ -103,6 +106,7 @@ class KafkaServer:
         self.topics = TopicStore(first_dir)
         self.producer_ids = ProducerIdManager(first_dir)
         self._open_partitions()
+        self._start_cleaner(asyncio.get_running_loop())
         self.group_coordinator = GroupCoordinator(self)
         self.group_coordinator.start()
         loop = asyncio.get_running_loop()
@@ -121,6 +125,34 @@ class KafkaServer:
         self.started = True
         log.info("samsa broker %d started on %s (cluster %s)", self.broker_id,
                  ", ".join(f"{b.host}:{b.port}" for b in self.bound), self.cluster_id)
+
+    def _start_cleaner(self, loop: asyncio.AbstractEventLoop) -> None:
+        c = self.config
+        if not c.get("log.cleaner.enable") or c.get("log.cleaner.threads") < 1:
+            return
+
+        def on_loop(swap: Callable[[], bool]) -> bool:
+            """Run a segment swap on the event loop, where appends and reads happen."""
+            done: concurrent.futures.Future[bool] = concurrent.futures.Future()
+
+            def call() -> None:
+                try:
+                    done.set_result(swap())
+                except BaseException as exc:
+                    done.set_exception(exc)
+
+            loop.call_soon_threadsafe(call)
+            return done.result()
+
+        self.cleaner = LogCleaner(
+            self.log_manager,
+            threads=c.get("log.cleaner.threads"),
+            dedupe_buffer_size=c.get("log.cleaner.dedupe.buffer.size"),
+            load_factor=c.get("log.cleaner.io.buffer.load.factor"),
+            backoff_ms=c.get("log.cleaner.backoff.ms"),
+            run_swap=on_loop,
+        )
+        self.cleaner.start()
 
     def _new_connection(self, max_request: int) -> Connection:
         connection = Connection(self.dispatch, max_request, self.connections.discard)
@@ -185,6 +217,8 @@ class KafkaServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
+        if self.cleaner is not None:  # joined off the loop: its swaps run on the loop
+            await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
         self.log_manager.shutdown()
         log.info("samsa broker %d stopped cleanly", self.broker_id)
 
@@ -294,6 +328,8 @@ class KafkaServer:
         for p in range(topic.partitions):
             self.partitions.pop((name, p), None)
             self.log_manager.delete(name, p)
+            if self.cleaner is not None:
+                self.cleaner.forget((name, p))
 
     def add_partitions(self, name: str, total: int) -> None:
         assert self.topics is not None

@@ -33,12 +33,14 @@ from samsa.errors import (
 )
 from samsa.records.batch import (
     BatchHeader,
+    iter_headers,
     set_log_append_time,
     stamp,
     stamp_prefix,
     validate_batches,
 )
-from samsa.records.record import decode_records
+from samsa.records.record import decode_records, iter_raw_records, records_payload
+from samsa.storage.checkpoint import fsync_dir
 from samsa.storage.epoch import LeaderEpochCache
 from samsa.storage.producer_state import ProducerStateManager
 from samsa.storage.segment import INT32_MAX, LOG_SUFFIX, LogSegment
@@ -47,7 +49,8 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
-_LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+_LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned")
+_SWAP_FILE = re.compile(r"^(\d{20})\.log\.swap$")
 
 
 def wall_clock_ms() -> int:
@@ -128,6 +131,7 @@ class Log:
     # --- loading and recovery ---------------------------------------------------------------------
 
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+        self._finish_swaps()
         bases = set()
         for path in self.dir.iterdir():
             if path.name.endswith(_LEFTOVER_SUFFIXES):
@@ -163,6 +167,27 @@ class Log:
         self.epochs.truncate_from_end(self.log_end_offset)
         self.epochs.truncate_from_start(self.log_start_offset)
         self._load_producer_state()
+
+    def _finish_swaps(self) -> None:
+        """Complete a cleaner's segment swap that a crash interrupted: a ``.swap`` file is a
+        whole cleaned segment that replaces every segment whose base offset it covers."""
+        for path in sorted(self.dir.iterdir()):
+            match = _SWAP_FILE.match(path.name)
+            if match is None:
+                continue
+            base = int(match[1])
+            last = base
+            with open(path, "rb") as handle:
+                data = handle.read()
+            for _, header in iter_headers(data):
+                last = header.last_offset
+            for other in self.dir.iterdir():
+                found = _SEGMENT_FILE.match(other.name)
+                if found is not None and base <= int(found[1]) <= last:
+                    other.unlink()
+            path.rename(self.dir / f"{match[1]}{LOG_SUFFIX}")
+            log.warning("%s: finished an interrupted cleaner swap (offsets %d to %d)",
+                        path, base, last)
 
     def _load_producer_state(self) -> None:
         """Restore idempotent-producer state: the latest snapshot, then the batches after it
@@ -244,6 +269,8 @@ class Log:
                 f"{len(view)} bytes of records exceed segment.bytes {self.config.segment_bytes}"
             )
         if assign_offsets:
+            if self.config.compact:
+                self._require_keys(view, headers)
             return self._append_as_leader(view, headers, leader_epoch)
         return self._append_as_follower(view, headers)
 
@@ -315,6 +342,20 @@ class Log:
                 self.epochs.assign(header.leader_epoch, header.base_offset)
         self._count_unflushed(sum(h.records_count for h in headers))
         return AppendInfo(first, offset - 1, -1, self.log_start_offset, headers)
+
+    def _require_keys(self, view: memoryview, headers: list[BatchHeader]) -> None:
+        """Kafka's rule for compacted topics: every record has a key."""
+        pos = 0
+        for header in headers:
+            if not header.is_control:
+                payload = records_payload(view[pos : pos + header.size], header)
+                for record in iter_raw_records(payload, header.records_count):
+                    if record.key is None:
+                        raise InvalidRecordError(
+                            "Compacted topic cannot accept message without key in topic "
+                            f"partition {self.name}."
+                        )
+            pos += header.size
 
     def _count_unflushed(self, messages: int) -> None:
         self.unflushed_messages += messages
@@ -484,6 +525,33 @@ class Log:
                      self.name, len(doomed), self.log_start_offset)
         return len(doomed)
 
+    def replace_segments(self, old: list[LogSegment], cleaned: Path) -> bool:
+        """Swap the cleaner's ``cleaned`` file in for the consecutive inactive segments ``old``
+        (Kafka's .cleaned -> .swap -> .log steps). False, with ``cleaned`` removed, when ``old``
+        is no longer part of the log as it was."""
+        try:
+            first = self.segments.index(old[0])
+        except ValueError:
+            first = -1
+        if (first < 0 or self.segments[first : first + len(old)] != old
+                or first + len(old) >= len(self.segments)):
+            cleaned.unlink(missing_ok=True)
+            return False
+        swap = cleaned.with_name(old[0].log_path.name + ".swap")
+        os.replace(cleaned, swap)
+        fsync_dir(self.dir)  # from here on, start-up finishes the swap
+        for segment in old:
+            segment.delete()
+        os.replace(swap, old[0].log_path)
+        fsync_dir(self.dir)
+        segment = self._new_segment(old[0].base_offset)
+        segment.recover()
+        segment.next_offset = self.segments[first + len(old)].base_offset
+        segment.on_become_inactive()
+        self.segments[first : first + len(old)] = [segment]
+        self._bases[first : first + len(old)] = [segment.base_offset]
+        return True
+
     def _remove_segment(self, segment: LogSegment) -> None:
         i = self.segments.index(segment)
         del self.segments[i]
@@ -586,3 +654,4 @@ class Log:
         for path in self.dir.iterdir():
             path.unlink()
         self.dir.rmdir()
+

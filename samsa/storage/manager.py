@@ -164,6 +164,9 @@ class LogManager:
         if removed is not None:
             removed.delete()
 
+    def dir_of(self, tp: TopicPartition) -> Path | None:
+        return self._dir_of.get(tp)
+
     def partitions(self, topic: str) -> Iterator[tuple[int, Log]]:
         for (t, p), log_ in self.logs.items():
             if t == topic:

@@ -389,7 +389,7 @@ def one_batch_per_segment(tmp_path, clock, timestamps: list[int], **props) -> Lo
     size = 100
     log = new_log(tmp_path, clock, **{"segment.bytes": size, **props})
     for ts in timestamps:
-        log.append(batch_of_size(size, timestamp=ts))
+        log.append(batch_of_size(size, timestamp=ts, keys=[b"k"]))  # compacted topics want keys
     assert bases(log) == list(range(len(timestamps)))
     return log
 

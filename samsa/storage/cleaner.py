@@ -1,0 +1,324 @@
+"""Log compaction, as Kafka's log cleaner does it (design chapter "Log Compaction").
+
+A compacted log has a clean head (already compacted) and a dirty tail. One cleaning:
+
+1. ``cleanable`` finds the dirty range: from the cleaner's checkpoint (or the log start) up to
+   the first uncleanable offset: the active segment, and any segment holding messages younger
+   than ``min.compaction.lag.ms``.
+2. ``build_offset_map`` reads the dirty range and remembers the last offset of every key,
+   stopping early when the map is full (``log.cleaner.dedupe.buffer.size``, 24 bytes an entry
+   as Kafka counts it); the cleaning then ends where the map ends.
+3. ``clean`` rewrites the segments from the log start to that end, a group of consecutive
+   segments (together at most ``segment.bytes``) at a time, keeping a record when no later
+   offset of its key is in the map. Offsets, order and batch metadata stay: a batch with every
+   record kept is copied byte for byte, one with some kept is written again with the same base
+   offset, last offset delta, producer id, epoch and sequence (re-compressed with its codec);
+   a batch with none kept is dropped, unless it is its producer's last, which stays as an empty
+   batch so idempotent producers keep their sequence. Keyless records are dropped.
+4. Tombstones (null values): the first pass that keeps one stamps its batch with a delete
+   horizon (attribute bit 6, KIP-534: the base timestamp becomes now + ``delete.retention.ms``,
+   record timestamps unchanged); a later pass after the horizon removes it.
+5. Each group is written to ``<base>.log.cleaned``, then swapped in by ``Log.replace_segments``
+   (``.cleaned`` -> ``.swap``, old segments deleted, ``.swap`` -> ``.log``); start-up finishes an
+   interrupted swap (``Log._load``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from samsa.records import compression
+from samsa.records.batch import HEADER_SIZE, Attr, BatchHeader
+from samsa.records.record import encode_raw_batch, iter_raw_records
+from samsa.storage.segment import INT32_MAX, LogSegment
+
+if TYPE_CHECKING:
+    from samsa.storage.log import Log
+
+log = logging.getLogger(__name__)
+
+#: bytes of dedupe buffer Kafka counts per map entry (a 16-byte hash and an 8-byte offset)
+OFFSET_MAP_ENTRY_BYTES = 24
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+LONG_MAX = 2**63 - 1
+
+
+class CleanerError(RuntimeError):
+    """A log cannot be cleaned (the dedupe buffer is too small for one batch)."""
+
+
+class OffsetMap:
+    """key -> the last offset seen for it, holding at most ``capacity`` keys."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(capacity, 1)
+        self.offsets: dict[bytes, int] = {}
+
+    @classmethod
+    def for_buffer(cls, buffer_bytes: int, load_factor: float = 0.9) -> OffsetMap:
+        return cls(int(buffer_bytes * load_factor) // OFFSET_MAP_ENTRY_BYTES)
+
+    def room_for(self, keys: int) -> bool:
+        return len(self.offsets) + keys <= self.capacity
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+@dataclass(frozen=True)
+class Cleanable:
+    """A compacted log's dirty range and how dirty it is."""
+
+    first_dirty: int
+    first_uncleanable: int
+    clean_bytes: int
+    dirty_bytes: int
+    max_lag_passed: bool
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+@dataclass
+class CleanStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    messages_read: int = 0
+    messages_written: int = 0
+    map_messages: int = 0
+    segments_cleaned: int = 0
+    end_offset: int = 0
+    seconds: float = 0.0
+
+
+def _segment_ends(segments: list[LogSegment]) -> Iterator[tuple[LogSegment, int]]:
+    """Each inactive segment with the offset its successor starts at."""
+    for segment, nxt in zip(segments, segments[1:], strict=False):
+        yield segment, nxt.base_offset
+
+
+def cleanable(log_: Log, checkpoint: int | None, now_ms: int) -> Cleanable:
+    config = log_.config
+    segments = list(log_.segments)
+    first_dirty = max(checkpoint if checkpoint is not None else 0, log_.log_start_offset)
+    first_uncleanable = segments[-1].base_offset
+    for segment, _ in _segment_ends(segments):
+        if (config.min_compaction_lag_ms > 0
+                and segment.largest_timestamp > now_ms - config.min_compaction_lag_ms):
+            first_uncleanable = min(first_uncleanable, segment.base_offset)
+            break
+    first_dirty = min(first_dirty, first_uncleanable)
+    clean = dirty = 0
+    oldest_dirty: int | None = None
+    for segment, end in _segment_ends(segments):
+        if end <= first_dirty:
+            clean += segment.size
+        elif segment.base_offset < first_uncleanable:
+            dirty += segment.size
+            if oldest_dirty is None and segment.first_batch_timestamp is not None:
+                oldest_dirty = segment.first_batch_timestamp
+    lag = config.max_compaction_lag_ms
+    max_lag_passed = (
+        dirty > 0 and oldest_dirty is not None and oldest_dirty >= 0 and lag < LONG_MAX
+        and now_ms - oldest_dirty > lag
+    )
+    return Cleanable(first_dirty, first_uncleanable, clean, dirty, max_lag_passed)
+
+
+def _batches(
+    segments: list[LogSegment], start: int, end: int
+) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+    """(segment, position, header) of every batch holding offsets in ``[start, end)``."""
+    for segment, seg_end in _segment_ends(segments):
+        if seg_end <= start:
+            continue
+        if segment.base_offset >= end:
+            return
+        origin = segment.index.lookup(start) if segment.base_offset <= start else 0
+        for pos, header in segment.scan(origin):
+            if header.last_offset < start:
+                continue
+            if header.base_offset >= end:
+                return
+            yield segment, pos, header
+
+
+def _payload(segment: LogSegment, pos: int, header: BatchHeader) -> bytes:
+    data = segment.read_bytes(pos, header.size)
+    return compression.decompress(header.compression, memoryview(data)[HEADER_SIZE:])
+
+
+def build_offset_map(
+    log_: Log, start: int, end: int, offset_map: OffsetMap, stats: CleanStats
+) -> int:
+    """Fill ``offset_map`` from ``[start, end)``; returns where it stopped (exclusive)."""
+    segments = list(log_.segments)
+    for segment, pos, header in _batches(segments, start, end):
+        if header.is_control or header.records_count == 0:
+            continue
+        if not offset_map.room_for(header.records_count):
+            if header.base_offset <= start:
+                raise CleanerError(
+                    f"{log_.name}: a batch of {header.records_count} records does not fit the "
+                    f"dedupe map ({offset_map.capacity} entries): raise "
+                    "log.cleaner.dedupe.buffer.size"
+                )
+            return header.base_offset
+        payload = _payload(segment, pos, header)
+        offsets = offset_map.offsets
+        for record in iter_raw_records(payload, header.records_count):
+            if record.key is not None:
+                offsets[record.key] = header.base_offset + record.offset_delta
+        stats.map_messages += header.records_count
+        stats.bytes_read += header.size
+    return end
+
+
+def group_segments(segments: list[LogSegment], end: int, max_bytes: int) -> list[list[LogSegment]]:
+    """Consecutive inactive segments below ``end`` in groups of at most ``max_bytes`` whose
+    offsets fit one segment (Kafka's ``groupSegmentsBySize``)."""
+    groups: list[list[LogSegment]] = []
+    current: list[LogSegment] = []
+    size = 0
+    for segment, seg_end in _segment_ends(segments):
+        if segment.base_offset >= end:
+            break
+        if current and (size + segment.size > max_bytes
+                        or seg_end - 1 - current[0].base_offset > INT32_MAX):
+            groups.append(current)
+            current, size = [], 0
+        current.append(segment)
+        size += segment.size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def clean_batch(
+    segment: LogSegment,
+    pos: int,
+    header: BatchHeader,
+    offset_map: OffsetMap,
+    now_ms: int,
+    delete_retention_ms: int,
+    producer_last_offsets: dict[int, int],
+    stats: CleanStats,
+) -> bytes | None:
+    """What of one batch survives cleaning: the same bytes, a rewritten batch, or None."""
+    stats.messages_read += header.records_count
+    if header.is_control or header.records_count == 0:
+        stats.messages_written += header.records_count
+        return segment.read_bytes(pos, header.size)
+    data = segment.read_bytes(pos, header.size)
+    payload = compression.decompress(header.compression, memoryview(data)[HEADER_SIZE:])
+    has_horizon = bool(header.attributes & Attr.DELETE_HORIZON)
+    horizon_passed = has_horizon and now_ms >= header.base_timestamp
+    offsets = offset_map.offsets
+    kept = []
+    tombstones = False
+    for record in iter_raw_records(payload, header.records_count):
+        if record.key is None:
+            continue  # a compacted log holds only keyed records
+        offset = header.base_offset + record.offset_delta
+        if offsets.get(record.key, -1) > offset:
+            continue  # a later value of this key exists
+        if record.value_is_null:
+            if horizon_passed:
+                continue
+            tombstones = True
+        kept.append(record)
+    stats.messages_written += len(kept)
+    stamp = tombstones and not has_horizon
+    if len(kept) == header.records_count and not stamp:
+        return data
+    if not kept:
+        if producer_last_offsets.get(header.producer_id) == header.last_offset:
+            return encode_raw_batch(
+                header, payload, [], base_timestamp=header.base_timestamp,
+                attributes=header.attributes & ~Attr.CODEC_MASK & ~Attr.DELETE_HORIZON,
+            )
+        return None
+    attributes = header.attributes
+    base_timestamp = header.base_timestamp
+    if stamp:
+        attributes |= Attr.DELETE_HORIZON
+        base_timestamp = min(now_ms + delete_retention_ms, LONG_MAX)
+    elif not tombstones and has_horizon:  # its tombstones are gone: no horizon any more
+        attributes &= ~Attr.DELETE_HORIZON
+        base_timestamp = header.base_timestamp + kept[0].timestamp_delta
+    return encode_raw_batch(header, payload, kept, base_timestamp=base_timestamp,
+                            attributes=attributes)
+
+
+def write_cleaned(
+    log_: Log,
+    group: list[LogSegment],
+    offset_map: OffsetMap,
+    now_ms: int,
+    stats: CleanStats,
+) -> Path:
+    """Write the cleaned form of ``group`` to ``<first base>.log.cleaned`` (fsynced)."""
+    producer_last_offsets = {
+        pid: entry.batches[-1].last_offset
+        for pid, entry in log_.producer_state.producers.items()
+        if entry.batches
+    }
+    path = group[0].log_path.with_name(group[0].log_path.name + CLEANED_SUFFIX)
+    retention = log_.config.delete_retention_ms
+    with open(path, "wb") as out:
+        for segment in group:
+            for pos, header in segment.scan(0):
+                kept = clean_batch(segment, pos, header, offset_map, now_ms, retention,
+                                   producer_last_offsets, stats)
+                if kept is not None:
+                    out.write(kept)
+                    stats.bytes_written += len(kept)
+            stats.segments_cleaned += 1
+        out.flush()
+        os.fsync(out.fileno())
+    newest = max(os.stat(s.log_path).st_mtime_ns for s in group)
+    os.utime(path, ns=(newest, newest))  # retention by time sees the data's age, not ours
+    return path
+
+
+def clean_log(
+    log_: Log,
+    first_dirty: int,
+    first_uncleanable: int,
+    offset_map: OffsetMap,
+    *,
+    now_ms: int | None = None,
+    swap: Callable[[Callable[[], bool]], bool] | None = None,
+) -> CleanStats:
+    """Clean ``log_`` from its start up to as much of ``[first_dirty, first_uncleanable)`` as
+    the map holds. ``swap`` runs each segment swap where the log's owner wants it (the broker:
+    on its event loop); without it the swap runs here. Returns the stats; ``end_offset`` is the
+    next first dirty offset."""
+    began = time.monotonic()
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    stats = CleanStats()
+    offset_map.offsets.clear()
+    end = build_offset_map(log_, first_dirty, first_uncleanable, offset_map, stats)
+    stats.end_offset = end
+    for group in group_segments(list(log_.segments), end, log_.config.segment_bytes):
+        cleaned = write_cleaned(log_, group, offset_map, now, stats)
+
+        def replace(group: list[LogSegment] = group, cleaned: Path = cleaned) -> bool:
+            return log_.replace_segments(group, cleaned)
+
+        done = swap(replace) if swap is not None else replace()
+        if not done:  # the log changed under us (retention, deletion): try again later
+            log.info("%s: segments changed while being cleaned; cleaning stopped", log_.name)
+            stats.end_offset = first_dirty
+            break
+    stats.seconds = time.monotonic() - began
+    return stats
