@@ -18,7 +18,7 @@ from samsa import __version__
 from samsa.config import parse_properties
 from samsa.errors import KafkaError
 from samsa.pipeline.cli import pipeline
-from samsa.records.batch import iter_headers
+from samsa.records.batch import Attr, BatchHeader, iter_headers
 from samsa.records.record import decode_records
 from samsa.tools import COMMANDS
 
@@ -91,6 +91,7 @@ def dump_log(files: tuple[Path, ...], print_data_log: bool) -> None:
                 f" compresscodec: {h.compression.name.lower()} crc: {h.crc}"
                 f" isTransactional: {str(h.is_transactional).lower()}"
                 f" isControl: {str(h.is_control).lower()}"
+                f" deleteHorizonMs: {_delete_horizon(h)}"
                 f" producerId: {h.producer_id} producerEpoch: {h.producer_epoch}"
                 f" baseSequence: {h.base_sequence} partitionLeaderEpoch: {h.leader_epoch}"
                 f" {time_type}: {h.max_timestamp}"
@@ -108,6 +109,13 @@ def dump_log(files: tuple[Path, ...], print_data_log: bool) -> None:
                     click.echo(f"| cannot decode records: {exc}")
         if end != len(data):
             click.echo(f"Found {len(data) - end} trailing bytes at position {end} (a torn batch)")
+
+
+def _delete_horizon(header: BatchHeader) -> str:
+    """As kafka-dump-log prints it: set by the log cleaner on batches holding tombstones."""
+    if header.attributes & Attr.DELETE_HORIZON:
+        return f"OptionalLong[{header.base_timestamp}]"
+    return "OptionalLong.empty"
 
 
 for _command in COMMANDS:
