@@ -266,15 +266,22 @@ def write_cleaned(
     now_ms: int,
     stats: CleanStats,
 ) -> Path:
-    """Write the cleaned form of ``group`` to ``<first base>.log.cleaned`` (fsynced)."""
-    producer_last_offsets = {
+    """Write the cleaned form of ``group`` to ``<first base>.log.cleaned`` with its
+    ``.index.cleaned`` and ``.timeindex.cleaned`` (fsynced); returns the log file's path."""
+    producer_last_offsets = {  # list(): one step, while the event loop may add producers
         pid: entry.batches[-1].last_offset
-        for pid, entry in log_.producer_state.producers.items()
+        for pid, entry in list(log_.producer_state.producers.items())
         if entry.batches
     }
-    path = group[0].log_path.with_name(group[0].log_path.name + CLEANED_SUFFIX)
+    building = LogSegment(
+        log_.dir, group[0].base_offset,
+        index_interval_bytes=log_.config.index_interval_bytes,
+        max_index_bytes=log_.config.segment_index_bytes,
+        created_ms=now_ms, suffix=CLEANED_SUFFIX,
+    )
     retention = log_.config.delete_retention_ms
-    with open(path, "wb") as out:
+    try:
+        out = building.file
         for segment in group:
             for pos, header in segment.scan(0):
                 kept = clean_batch(segment, pos, header, offset_map, now_ms, retention,
@@ -283,11 +290,16 @@ def write_cleaned(
                     out.write(kept)
                     stats.bytes_written += len(kept)
             stats.segments_cleaned += 1
-        out.flush()
-        os.fsync(out.fileno())
+        building.recover()  # its indexes, built here rather than on the event loop
+        building.flush()
+        building.file.close()
+    except BaseException:
+        building.file.close()
+        building.delete()
+        raise
     newest = max(os.stat(s.log_path).st_mtime_ns for s in group)
-    os.utime(path, ns=(newest, newest))  # retention by time sees the data's age, not ours
-    return path
+    os.utime(building.log_path, ns=(newest, newest))  # retention by time sees the data's age
+    return building.log_path
 
 
 def clean_log(

@@ -535,7 +535,10 @@ class Log:
             first = -1
         if (first < 0 or self.segments[first : first + len(old)] != old
                 or first + len(old) >= len(self.segments)):
-            cleaned.unlink(missing_ok=True)
+            for path in (cleaned, old[0].index.path, old[0].time_index.path):
+                path.with_name(path.name.removesuffix(".cleaned") + ".cleaned").unlink(
+                    missing_ok=True
+                )
             return False
         swap = cleaned.with_name(old[0].log_path.name + ".swap")
         os.replace(cleaned, swap)
@@ -543,11 +546,15 @@ class Log:
         for segment in old:
             segment.delete()
         os.replace(swap, old[0].log_path)
+        for index in (old[0].index.path, old[0].time_index.path):
+            os.replace(index.with_name(index.name + ".cleaned"), index)
         fsync_dir(self.dir)
         segment = self._new_segment(old[0].base_offset)
-        segment.recover()
+        if not segment.load_indexes():
+            segment.recover()
         segment.next_offset = self.segments[first + len(old)].base_offset
-        segment.on_become_inactive()
+        first_batch = next(segment.scan(0), None)
+        segment.first_batch_timestamp = first_batch[1].max_timestamp if first_batch else None
         self.segments[first : first + len(old)] = [segment]
         self._bases[first : first + len(old)] = [segment.base_offset]
         return True

@@ -48,17 +48,21 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         created_ms: int,
+        suffix: str = "",
     ) -> None:
+        """``suffix`` names the files of a segment being built (the cleaner's ``.cleaned``)."""
         self.base_offset = base_offset
         name = segment_name(base_offset)
-        self.log_path = directory / (name + LOG_SUFFIX)
+        self.log_path = directory / (name + LOG_SUFFIX + suffix)
         # "a+b": O_APPEND for writes; reads use pread and never move a file position.
         self.file = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115 (lives with the segment)
         self.fd = self.file.fileno()
         self.size = os.fstat(self.fd).st_size
-        self.index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset, max_index_bytes)
+        self.index = OffsetIndex(
+            directory / (name + INDEX_SUFFIX + suffix), base_offset, max_index_bytes
+        )
         self.time_index = TimeIndex(
-            directory / (name + TIME_INDEX_SUFFIX), base_offset, max_index_bytes
+            directory / (name + TIME_INDEX_SUFFIX + suffix), base_offset, max_index_bytes
         )
         self.index_interval_bytes = index_interval_bytes
         self.bytes_since_last_index_entry = 0
