@@ -225,6 +225,7 @@ def encode_raw_batch(
     *,
     base_timestamp: int,
     attributes: int,
+    max_timestamp: int | None = None,
 ) -> bytes:
     """A batch like ``header``'s (offsets, producer fields, epoch) holding only ``records`` of
     its ``payload``, with timestamp deltas rewritten against ``base_timestamp`` and the codec
@@ -242,7 +243,8 @@ def encode_raw_batch(
     batch = bytearray(HEADER_SIZE) + data
     HEADER.pack_into(
         batch, 0, header.base_offset, len(batch) - LOG_OVERHEAD, header.leader_epoch, 2, 0,
-        attributes, header.last_offset_delta, base_timestamp, header.max_timestamp,
+        attributes, header.last_offset_delta, base_timestamp,
+        header.max_timestamp if max_timestamp is None else max_timestamp,
         header.producer_id, header.producer_epoch, header.base_sequence, len(records),
     )
     struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[CRC_START:]))

@@ -102,8 +102,9 @@ class KafkaServer:
         for directory in self.log_manager.dirs:
             Path(directory).mkdir(parents=True, exist_ok=True)
         self._load_meta_properties()
-        self.log_manager.startup()
+        # topics first: the logs open with their topic's config overrides
         self.topics = TopicStore(first_dir)
+        self.log_manager.startup()
         self.producer_ids = ProducerIdManager(first_dir)
         self._open_partitions()
         self._start_cleaner(asyncio.get_running_loop())

@@ -212,8 +212,13 @@ def clean_batch(
     delete_retention_ms: int,
     producer_last_offsets: dict[int, int],
     stats: CleanStats,
+    *,
+    map_end: int | None = None,
 ) -> bytes | None:
-    """What of one batch survives cleaning: the same bytes, a rewritten batch, or None."""
+    """What of one batch survives cleaning: the same bytes, a rewritten batch, or None.
+
+    Records at or past ``map_end`` (where the offset map stopped) are kept as they are, as
+    Kafka keeps them: the map knows nothing of what follows them, tombstones included."""
     stats.messages_read += header.records_count
     if header.is_control or header.records_count == 0:
         stats.messages_written += header.records_count
@@ -229,6 +234,9 @@ def clean_batch(
         if record.key is None:
             continue  # a compacted log holds only keyed records
         offset = header.base_offset + record.offset_delta
+        if map_end is not None and offset >= map_end:
+            kept.append(record)
+            continue
         if offsets.get(record.key, -1) > offset:
             continue  # a later value of this key exists
         if record.value_is_null:
@@ -255,8 +263,11 @@ def clean_batch(
     elif not tombstones and has_horizon:  # its tombstones are gone: no horizon any more
         attributes &= ~Attr.DELETE_HORIZON
         base_timestamp = header.base_timestamp + kept[0].timestamp_delta
+    max_timestamp = header.max_timestamp if header.log_append_time else max(
+        header.base_timestamp + r.timestamp_delta for r in kept
+    )
     return encode_raw_batch(header, payload, kept, base_timestamp=base_timestamp,
-                            attributes=attributes)
+                            attributes=attributes, max_timestamp=max_timestamp)
 
 
 def write_cleaned(
@@ -265,6 +276,7 @@ def write_cleaned(
     offset_map: OffsetMap,
     now_ms: int,
     stats: CleanStats,
+    map_end: int | None = None,
 ) -> Path:
     """Write the cleaned form of ``group`` to ``<first base>.log.cleaned`` with its
     ``.index.cleaned`` and ``.timeindex.cleaned`` (fsynced); returns the log file's path."""
@@ -285,7 +297,7 @@ def write_cleaned(
         for segment in group:
             for pos, header in segment.scan(0):
                 kept = clean_batch(segment, pos, header, offset_map, now_ms, retention,
-                                   producer_last_offsets, stats)
+                                   producer_last_offsets, stats, map_end=map_end)
                 if kept is not None:
                     out.write(kept)
                     stats.bytes_written += len(kept)
@@ -322,7 +334,9 @@ def clean_log(
     end = build_offset_map(log_, first_dirty, first_uncleanable, offset_map, stats)
     stats.end_offset = end
     for group in group_segments(list(log_.segments), end, log_.config.segment_bytes):
-        cleaned = write_cleaned(log_, group, offset_map, now, stats)
+        if log_.deleted:
+            break
+        cleaned = write_cleaned(log_, group, offset_map, now, stats, end)
 
         def replace(group: list[LogSegment] = group, cleaned: Path = cleaned) -> bool:
             return log_.replace_segments(group, cleaned)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import time
 from bisect import bisect_right
 from collections.abc import Callable
@@ -108,6 +109,7 @@ class Log:
         self.producer_state = ProducerStateManager(self.dir)
         self.unflushed_messages = 0
         self.last_flush_ms = clock()
+        self.deleted = False
         self._load(recovery_point, log_start_offset, had_clean_shutdown)
 
     # --- properties ---------------------------------------------------------------------------
@@ -530,7 +532,7 @@ class Log:
         (Kafka's .cleaned -> .swap -> .log steps). False, with ``cleaned`` removed, when ``old``
         is no longer part of the log as it was."""
         try:
-            first = self.segments.index(old[0])
+            first = -1 if self.deleted else self.segments.index(old[0])
         except ValueError:
             first = -1
         if (first < 0 or self.segments[first : first + len(old)] != old
@@ -611,13 +613,18 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``offset`` (default: all) that is past the
         recovery point, then move the recovery point there."""
+        if self.deleted:
+            return
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         if target > self.recovery_point:
-            for i, segment in enumerate(self.segments):
+            segments, bases = list(self.segments), list(self._bases)
+            for i, segment in enumerate(segments):
                 if segment.base_offset >= target:
                     break
-                segment_end = self._bases[i + 1] if i + 1 < len(self._bases) else None
-                if segment_end is None or segment_end > self.recovery_point:
+                segment_end = bases[i + 1] if i + 1 < len(bases) else None
+                if (segment_end is None or segment_end > self.recovery_point) and not (
+                    segment.deleted
+                ):
                     segment.flush()
             self.recovery_point = target
         if target == self.log_end_offset:
@@ -627,7 +634,8 @@ class Log:
     def flush_rolled(self) -> None:
         """Make the inactive segments durable (Kafka does this after each roll, off the
         request path)."""
-        self.flush(self.active.base_offset)
+        if not self.deleted:
+            self.flush(self.active.base_offset)
 
     def maybe_flush_by_time(self) -> bool:
         if self.clock() - self.last_flush_ms >= self.config.flush_ms:
@@ -654,11 +662,12 @@ class Log:
             segment.file.close()
 
     def delete(self) -> None:
+        """Remove the partition's directory. Work in flight on other threads (a flush of rolled
+        segments, the cleaner) sees ``deleted`` and stops; what it may still leave goes too."""
+        self.deleted = True
         for segment in self.segments:
             segment.delete()
         self.segments.clear()
         self._bases.clear()
-        for path in self.dir.iterdir():
-            path.unlink()
-        self.dir.rmdir()
+        shutil.rmtree(self.dir, ignore_errors=True)
 

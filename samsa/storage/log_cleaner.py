@@ -143,8 +143,15 @@ class LogCleaner:
         if offset_map is None:
             offset_map = OffsetMap.for_buffer(self.map_buffer, self.load_factor)
         try:
-            stats = clean_log(log_, state.first_dirty, state.first_uncleanable, offset_map,
-                              now_ms=now, swap=self.run_swap)
+            try:
+                stats = clean_log(log_, state.first_dirty, state.first_uncleanable, offset_map,
+                                  now_ms=now, swap=self.run_swap)
+            except Exception:
+                if log_.deleted:  # the topic was deleted while we cleaned it: nothing to do
+                    return None
+                raise
+            if log_.deleted:
+                return None
             with self._lock:
                 self._checkpoints[tp] = stats.end_offset
                 self._write_checkpoints()

@@ -274,6 +274,8 @@ class LogSegment:
         self.time_index.flush()
 
     def flush(self) -> None:
+        if self.deleted:  # writing its indexes would bring the files back
+            return
         self.index.flush(fsync=True)
         self.time_index.flush(fsync=True)
         os.fsync(self.fd)
