@@ -249,3 +249,45 @@ def encode_raw_batch(
     )
     struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[CRC_START:]))
     return bytes(batch)
+
+
+def iter_record_keys(payload: bytes, count: int) -> Iterator[tuple[int, bytes | None]]:
+    """(offset delta, key) of each record of a decompressed payload: the cleaner's offset-map
+    pass, which needs nothing else. One-byte varints (the usual case for lengths and small
+    deltas) are read inline; others go through ``read_varint``."""
+    pos = 0
+    size = len(payload)
+    for _ in range(count):
+        if pos >= size:
+            raise CorruptRecordError("truncated record")
+        b = payload[pos]
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            length, pos = read_varint(payload, pos)
+        end = pos + length
+        if length < 0 or end > size:
+            raise CorruptRecordError("record length runs past the end of the batch")
+        cursor = pos + 1  # attributes
+        b = payload[cursor]
+        if b < 0x80:
+            cursor += 1  # timestamp delta
+        else:
+            _, cursor = read_varint(payload, cursor)
+        b = payload[cursor]
+        if b < 0x80:
+            offset_delta, cursor = (b >> 1) ^ -(b & 1), cursor + 1
+        else:
+            offset_delta, cursor = read_varint(payload, cursor)
+        b = payload[cursor]
+        if b < 0x80:
+            key_length, cursor = (b >> 1) ^ -(b & 1), cursor + 1
+        else:
+            key_length, cursor = read_varint(payload, cursor)
+        if key_length < 0:
+            yield offset_delta, None
+        elif cursor + key_length > end:
+            raise CorruptRecordError("record key runs past the record's length")
+        else:
+            yield offset_delta, payload[cursor : cursor + key_length]
+        pos = end

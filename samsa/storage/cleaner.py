@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from samsa.records import compression
 from samsa.records.batch import HEADER_SIZE, Attr, BatchHeader
-from samsa.records.record import encode_raw_batch, iter_raw_records
+from samsa.records.record import encode_raw_batch, iter_raw_records, iter_record_keys
 from samsa.storage.segment import INT32_MAX, LogSegment
 
 if TYPE_CHECKING:
@@ -175,9 +175,10 @@ def build_offset_map(
             return header.base_offset
         payload = _payload(segment, pos, header)
         offsets = offset_map.offsets
-        for record in iter_raw_records(payload, header.records_count):
-            if record.key is not None:
-                offsets[record.key] = header.base_offset + record.offset_delta
+        base = header.base_offset
+        for delta, key in iter_record_keys(payload, header.records_count):
+            if key is not None:
+                offsets[key] = base + delta
         stats.map_messages += header.records_count
         stats.bytes_read += header.size
     return end
