@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Debian packages the tests need (kcat: a real CLI client).
 APT_PACKAGES := kcat
 
-.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-storage clean
+.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-cleaner bench-storage clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,9 @@ bench-groups: setup
 
 bench-spark: setup
 	$(BIN)/python bench/spark_bench.py
+
+bench-cleaner: setup
+	$(BIN)/python bench/cleaner_bench.py
 
 bench-storage: setup
 	$(BIN)/python bench/storage_bench.py

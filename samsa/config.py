@@ -269,8 +269,8 @@ BROKER_KEYS: dict[str, Key] = {
             "Run the log cleaner (compaction of cleanup.policy=compact topics)."),
         Key("log.cleaner.threads", Type.INT, 1, "Threads that clean logs.", at_least(0)),
         Key("log.cleaner.dedupe.buffer.size", Type.LONG, 128 * 1024 * 1024,
-            "Memory for the key -> offset map of all cleaner threads (24 bytes an entry, as "
-            "Kafka counts it).", at_least(0)),
+            "Memory for the key -> offset map of all cleaner threads (128 bytes an entry).",
+            at_least(0)),
         Key("log.cleaner.io.buffer.load.factor", Type.DOUBLE, 0.9,
             "How full the dedupe map may get.", between(0, 1)),
         Key("log.cleaner.backoff.ms", Type.LONG, 15000,

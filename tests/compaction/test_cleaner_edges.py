@@ -74,7 +74,7 @@ def test_compressed_batches_are_cleaned(broker: samsa.Broker, codec: str) -> Non
 def test_small_dedupe_buffer_cleans_in_several_passes(broker_factory: BrokerFactory) -> None:
     """A dedupe map of about 150 entries for 400 keys: each cleaning stops where the map is
     full and the next goes on from there, until the whole log is clean."""
-    broker = broker_factory(**{"log.cleaner.dedupe.buffer.size": 4000})
+    broker = broker_factory(**{"log.cleaner.dedupe.buffer.size": 21400})  # 150 entries
     topic = "small-map"
     create_topic(broker, topic, compacted())
     producer = Producer(producer_conf(broker))
