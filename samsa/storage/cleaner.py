@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,6 +208,24 @@ def group_segments(segments: list[LogSegment], end: int, max_bytes: int) -> list
     return groups
 
 
+@dataclass(frozen=True)
+class MappedRange:
+    """The offsets the map was built from, ``[start, end)``, and the offsets it holds, sorted.
+    Inside that range every keyed record's key is in the map, so a record survives exactly
+    when the map holds its offset."""
+
+    start: int
+    end: int
+    offsets: list[int]
+
+    def covers(self, header: BatchHeader) -> bool:
+        return self.start <= header.base_offset and header.last_offset < self.end
+
+    def any_between(self, first: int, last: int) -> bool:
+        i = bisect_left(self.offsets, first)
+        return i < len(self.offsets) and self.offsets[i] <= last
+
+
 def clean_batch(
     segment: LogSegment,
     pos: int,
@@ -218,15 +237,25 @@ def clean_batch(
     stats: CleanStats,
     *,
     map_end: int | None = None,
+    mapped: MappedRange | None = None,
 ) -> bytes | None:
     """What of one batch survives cleaning: the same bytes, a rewritten batch, or None.
 
     Records at or past ``map_end`` (where the offset map stopped) are kept as they are, as
-    Kafka keeps them: the map knows nothing of what follows them, tombstones included."""
+    Kafka keeps them: the map knows nothing of what follows them, tombstones included.
+    ``mapped`` lets a batch of the mapped range whose offsets no key ends at be dropped
+    without reading its records."""
     stats.messages_read += header.records_count
     if header.is_control or header.records_count == 0:
         stats.messages_written += header.records_count
         return segment.read_bytes(pos, header.size)
+    if (
+        mapped is not None
+        and mapped.covers(header)
+        and not mapped.any_between(header.base_offset, header.last_offset)
+        and producer_last_offsets.get(header.producer_id) != header.last_offset
+    ):
+        return None
     data = segment.read_bytes(pos, header.size)
     payload = compression.decompress(header.compression, memoryview(data)[HEADER_SIZE:])
     has_horizon = bool(header.attributes & Attr.DELETE_HORIZON)
@@ -281,6 +310,7 @@ def write_cleaned(
     now_ms: int,
     stats: CleanStats,
     map_end: int | None = None,
+    mapped: MappedRange | None = None,
 ) -> Path:
     """Write the cleaned form of ``group`` to ``<first base>.log.cleaned`` with its
     ``.index.cleaned`` and ``.timeindex.cleaned`` (fsynced); returns the log file's path."""
@@ -301,7 +331,8 @@ def write_cleaned(
         for segment in group:
             for pos, header in segment.scan(0):
                 kept = clean_batch(segment, pos, header, offset_map, now_ms, retention,
-                                   producer_last_offsets, stats, map_end=map_end)
+                                   producer_last_offsets, stats, map_end=map_end,
+                                   mapped=mapped)
                 if kept is not None:
                     out.write(kept)
                     stats.bytes_written += len(kept)
@@ -337,10 +368,11 @@ def clean_log(
     offset_map.offsets.clear()
     end = build_offset_map(log_, first_dirty, first_uncleanable, offset_map, stats)
     stats.end_offset = end
+    mapped = MappedRange(first_dirty, end, sorted(offset_map.offsets.values()))
     for group in group_segments(list(log_.segments), end, log_.config.segment_bytes):
         if log_.deleted:
             break
-        cleaned = write_cleaned(log_, group, offset_map, now, stats, end)
+        cleaned = write_cleaned(log_, group, offset_map, now, stats, end, mapped)
 
         def replace(group: list[LogSegment] = group, cleaned: Path = cleaned) -> bool:
             return log_.replace_segments(group, cleaned)
