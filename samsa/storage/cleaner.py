@@ -246,9 +246,13 @@ def clean_batch(
     ``mapped`` lets a batch of the mapped range whose offsets no key ends at be dropped
     without reading its records."""
     stats.messages_read += header.records_count
-    if header.is_control or header.records_count == 0:
+    if header.is_control:
         stats.messages_written += header.records_count
         return segment.read_bytes(pos, header.size)
+    if header.records_count == 0:  # an empty batch lives while it is its producer's last
+        if producer_last_offsets.get(header.producer_id) == header.last_offset:
+            return segment.read_bytes(pos, header.size)
+        return None
     if (
         mapped is not None
         and mapped.covers(header)
