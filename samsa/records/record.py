@@ -263,6 +263,9 @@ def iter_record_keys(payload: bytes, count: int) -> Iterator[tuple[int, bytes | 
         b = payload[pos]
         if b < 0x80:
             length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif pos + 1 < size and payload[pos + 1] < 0x80:  # records of 64 B to 8 KiB
+            n = (b & 0x7F) | (payload[pos + 1] << 7)
+            length, pos = (n >> 1) ^ -(n & 1), pos + 2
         else:
             length, pos = read_varint(payload, pos)
         end = pos + length
