@@ -102,6 +102,13 @@ class CleanStats:
     segments_cleaned: int = 0
     end_offset: int = 0
     seconds: float = 0.0
+    #: the earliest delete horizon of a batch left holding tombstones: a cleaning after it
+    #: has tombstones to remove even if nothing new was written
+    next_horizon: int | None = None
+
+    def note_horizon(self, horizon: int) -> None:
+        if self.next_horizon is None or horizon < self.next_horizon:
+            self.next_horizon = horizon
 
 
 def _segment_ends(segments: list[LogSegment]) -> Iterator[tuple[LogSegment, int]]:
@@ -283,6 +290,10 @@ def clean_batch(
         kept.append(record)
     stats.messages_written += len(kept)
     stamp = tombstones and not has_horizon
+    if tombstones:
+        stats.note_horizon(
+            header.base_timestamp if has_horizon else min(now_ms + delete_retention_ms, LONG_MAX)
+        )
     if len(kept) == header.records_count and not stamp:
         return data
     if not kept:

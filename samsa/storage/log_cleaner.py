@@ -2,8 +2,9 @@
 
 Each thread, in a loop: pick the compacted log with the highest dirty ratio at or above its
 ``min.cleanable.dirty.ratio`` (or any whose oldest dirty message is older than
-``max.compaction.lag.ms``), clean it (``cleaner.clean_log``), remember where the dirty part now
-starts in ``cleaner-offset-checkpoint`` (one per data directory, Kafka's format), and sleep
+``max.compaction.lag.ms``, or whose kept tombstones have passed their delete horizon), clean it
+(``cleaner.clean_log``), remember where the dirty part now starts in
+``cleaner-offset-checkpoint`` (one per data directory, Kafka's format), and sleep
 ``log.cleaner.backoff.ms`` when no log needs cleaning. A log is cleaned by one thread at a time.
 The threads read segments themselves; each segment swap runs through ``run_swap`` (the broker
 passes one that runs it on its event loop, where appends, fetches and retention run).
@@ -19,7 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from samsa.storage.checkpoint import read_offsets, write_offsets
-from samsa.storage.cleaner import Cleanable, CleanStats, OffsetMap, clean_log, cleanable
+from samsa.storage.cleaner import (
+    LONG_MAX,
+    Cleanable,
+    CleanStats,
+    OffsetMap,
+    clean_log,
+    cleanable,
+)
 
 if TYPE_CHECKING:
     from samsa.storage.log import Log
@@ -69,6 +77,8 @@ class LogCleaner:
         self._lock = threading.Lock()
         self._in_progress: set[TopicPartition] = set()
         self._checkpoints: dict[TopicPartition, int] = {}
+        # when a log's kept tombstones pass their delete horizon (known since its last cleaning)
+        self._horizons: dict[TopicPartition, int] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -121,11 +131,11 @@ class LogCleaner:
                     continue
                 state = cleanable(log_, self._checkpoints.get(tp), now_ms)
                 self.metrics.dirty_ratio[f"{tp[0]}-{tp[1]}"] = state.dirty_ratio
-                if state.dirty_bytes == 0:
-                    continue
-                if not state.max_lag_passed and (
-                    state.dirty_ratio < log_.config.min_cleanable_dirty_ratio
-                ):
+                horizon_due = now_ms >= self._horizons.get(tp, LONG_MAX)
+                if not horizon_due and (state.dirty_bytes == 0 or (
+                    not state.max_lag_passed
+                    and state.dirty_ratio < log_.config.min_cleanable_dirty_ratio
+                )):
                     continue
                 if best is None or state.dirty_ratio > best[2].dirty_ratio:
                     best = (tp, log_, state)
@@ -155,6 +165,10 @@ class LogCleaner:
             with self._lock:
                 self._checkpoints[tp] = stats.end_offset
                 self._write_checkpoints()
+                if stats.next_horizon is None:
+                    self._horizons.pop(tp, None)
+                else:
+                    self._horizons[tp] = stats.next_horizon
         finally:
             with self._lock:
                 self._in_progress.discard(tp)
@@ -184,6 +198,7 @@ class LogCleaner:
     def forget(self, tp: TopicPartition) -> None:
         """A deleted partition (its checkpoint entry goes with it)."""
         with self._lock:
+            self._horizons.pop(tp, None)
             if self._checkpoints.pop(tp, None) is not None:
                 self._write_checkpoints()
 

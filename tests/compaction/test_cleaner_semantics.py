@@ -80,6 +80,34 @@ def test_tombstones_go_after_delete_retention(broker: samsa.Broker) -> None:
     assert second > first
 
 
+def test_tombstones_go_after_the_horizon_without_new_writes(broker: samsa.Broker) -> None:
+    """A quiet topic: after the cleaning that stamped the tombstones, nothing more is written.
+    The cleaner still comes back once their delete horizon has passed and removes them."""
+    topic = "quiet-tombstones"
+    retention_ms = 1000
+    create_topic(broker, topic, compacted(**{"delete.retention.ms": retention_ms}))
+    keys = range(100)
+    doomed = [i for i in keys if i % 4 == 0]
+    live = [i for i in keys if i % 4 != 0]
+    producer = Producer(producer_conf(broker))
+    written = Written()
+    written.add(produce(producer, topic, rounds(keys, 0, 3)))
+    written.add(produce(producer, topic, ((key_of(i), None) for i in doomed)))
+    written.add(produce(producer, topic, rounds(live, 3, 1)))  # rolls past the tombstones
+    first = wait_cleaned(broker, topic)
+    assert max(o for o, _, v in written.records if v is None) < first
+    assert {r.key for r in read_confluent(broker, topic) if r.value is None} == {
+        key_of(i) for i in doomed
+    }
+
+    def tombstones_gone() -> bool:
+        return not any(r.value is None for r in read_confluent(broker, topic))
+
+    wait_for(tombstones_gone, what="the tombstones to go after their horizon")
+    records = read_confluent(broker, topic)
+    assert {r.key: r.value for r in records} == {key_of(i): value_of(i, 3) for i in live}
+
+
 def test_consumer_at_the_head_sees_every_message(broker: samsa.Broker) -> None:
     """A consumer that keeps up with the head reads every message, even while the cleaner
     cleans the segments behind it; a consumer from the beginning afterwards does not."""
