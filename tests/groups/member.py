@@ -36,6 +36,10 @@ import time
 from typing import Any
 
 POLL_S = 0.2
+# kafka-python 3.0.12 drops a rebalance whose SyncGroup answer arrives after poll()'s timer ran
+# out (the member stays without partitions until its session expires); on a loaded machine a
+# 200 ms poll hits that. poll() returns as soon as it has records, so a longer one costs nothing.
+KAFKA_PYTHON_POLL_MS = 1000
 MAX_BATCH = 100
 
 
@@ -253,7 +257,7 @@ def run_kafka_python(args: argparse.Namespace, out: Output, stop: threading.Even
 
     consumer.subscribe([args.topic], listener=Listener())
     while not stop.is_set():
-        polled = consumer.poll(timeout_ms=int(POLL_S * 1000), max_records=MAX_BATCH)
+        polled = consumer.poll(timeout_ms=KAFKA_PYTHON_POLL_MS, max_records=MAX_BATCH)
         batch = [
             (r.partition, r.offset, r.value.decode())
             for records in polled.values() for r in records
