@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Debian packages the tests need (kcat: a real CLI client).
 APT_PACKAGES := kcat
+# Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
+JAVA_PACKAGE := openjdk-17-jre-headless
 
 .PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-cleaner bench-storage clean
 
@@ -18,6 +20,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v java >/dev/null 2>&1 || missing="$$missing $(JAVA_PACKAGE)"; \
 	if [ -n "$$missing" ]; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
