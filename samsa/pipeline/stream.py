@@ -83,8 +83,16 @@ def stream(
         writer = writer.trigger(processingTime=f"{int(interval_s * 1000)} milliseconds")
     query = writer.start()
     deadline = None if timeout_s is None else began + timeout_s
+    rows_by_batch: dict[int, int] = {}  # Spark keeps only the last 100 progress reports
+
+    def note_progress() -> None:
+        for progress in query.recentProgress:
+            if progress.numInputRows is not None:
+                rows_by_batch[progress.batchId] = progress.numInputRows
+
     try:
         while query.isActive:
+            note_progress()
             if stop is not None and stop.is_set():
                 break
             if deadline is not None and time.monotonic() >= deadline:
@@ -98,7 +106,7 @@ def stream(
     failure = query.exception()
     if failure is not None:
         raise StreamError(str(failure))
-    progress = [p for p in query.recentProgress if p.numInputRows is not None]
-    rows = sum(p.numInputRows for p in progress)
-    batches = sum(1 for p in progress if p.numInputRows)
+    note_progress()
+    rows = sum(rows_by_batch.values())
+    batches = sum(1 for n in rows_by_batch.values() if n)
     return StreamResult(batches, rows, time.monotonic() - began)
