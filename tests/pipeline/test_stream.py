@@ -53,7 +53,7 @@ def test_a_continuous_stream_stopped_by_sigterm_resumes_where_it_stopped(
     feed = threading.Thread(
         target=generate,
         args=(broker.bootstrap_servers,),
-        kwargs={"events": 1200, "topics": topics, "realtime": True, "rate": 100.0,
+        kwargs={"events": 2400, "topics": topics, "realtime": True, "rate": 100.0,
                 "seed": 24},
     )
     command = [sys.executable, "-m", "samsa.cli", "pipeline", "stream", "--bootstrap-server",
