@@ -32,11 +32,8 @@ ListOffsets by timestamp and -3 on the compacted log.
 Removals happen only in cleaning steps; there every removed record is justified by a later
 record of its key or by an expired tombstone.
 
-A check that a known, not yet fixed samsa bug breaks can be listed in ``KNOWN_BUGS`` (with a
-minimal reproduction marked xfail): it is then counted and reported as a warning instead of
-failing the run, so that the run goes on checking everything else (``SAMSA_COMPACTION_STRICT=1``
-makes it fail anyway). The two bugs this model found (tombstones past a full map's end removed,
-stale max timestamps of rewritten batches) are fixed; their reproductions are at the end.
+The two bugs this model found (tombstones past a full map's end removed, stale max timestamps
+of rewritten batches) are fixed; their reproductions are at the end.
 ``SAMSA_COMPACTION_EXAMPLES`` sets the examples per test (100; 600 for a longer hunt),
 ``SAMSA_COMPACTION_SHRINK=1`` shrinks a failure (minutes: every step does file I/O; off by
 default to keep a failing run bounded).
@@ -47,8 +44,6 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import warnings
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,28 +81,11 @@ PRODUCER_IDS = [7001, 7002]
 BIG_MAP = 100_000
 EXAMPLES = int(os.environ.get("SAMSA_COMPACTION_EXAMPLES", "100"))
 SHRINK = os.environ.get("SAMSA_COMPACTION_SHRINK") == "1"
-STRICT = os.environ.get("SAMSA_COMPACTION_STRICT") == "1"
-
-#: known, not yet fixed samsa bugs -> what goes wrong; their checks only warn (see above).
-#: Fixed: "tombstone-past-map-end" (a full map's cleaning dropped expired tombstones past the
-#: map's end, resurrecting their keys: test_tombstone_past_a_full_maps_end_stays) and
-#: "stale-max-timestamp" (a rewritten batch kept its old maxTimestamp:
-#: test_rewritten_batch_gets_its_records_max_timestamp).
-KNOWN_BUGS: dict[str, str] = {}
-known_bug_hits: Counter[str] = Counter()
 
 
-class KnownBugError(AssertionError):
-    pass
-
-
-def check_known(bug: str, ok: bool, message: str) -> None:
-    """An assertion that a known samsa bug breaks: counted, or raised under STRICT."""
-    if ok:
-        return
-    if STRICT or bug not in KNOWN_BUGS:
-        raise KnownBugError(f"[{bug}] {message}")
-    known_bug_hits[bug] += 1
+def check(ok: bool, message: str) -> None:
+    if not ok:
+        raise AssertionError(message)
 
 
 # (key, value or None for a tombstone, how many ms before the clock its timestamp is)
@@ -249,8 +227,8 @@ class CompactionMachine(RuleBasedStateMachine):
                 f"{what} removed offset {offset} at or after the first uncleanable offset "
                 f"{first_uncleanable}"
             )
-            check_known(
-                "tombstone-past-map-end", offset < map_end,
+            check(
+                offset < map_end,
                 f"{what} removed offset {offset} ({w}) past its offset map's end {map_end}",
             )
             if lag > 0:
@@ -414,8 +392,8 @@ class CompactionMachine(RuleBasedStateMachine):
         assert found.timestamp >= max(r.timestamp for r in records.values())
         assert found.offset < self.leo
         if found.offset in records:
-            check_known(
-                "stale-max-timestamp", records[found.offset].timestamp == found.timestamp,
+            check(
+                records[found.offset].timestamp == found.timestamp,
                 f"ListOffsets -3 answered {found}, record {found.offset} has timestamp "
                 f"{records[found.offset].timestamp}",
             )
@@ -594,9 +572,8 @@ class CompactionMachine(RuleBasedStateMachine):
                     seen[record.offset] = record
                 tombstones += record.value is None
             if records:
-                check_known(
-                    "stale-max-timestamp",
-                    header.max_timestamp == max(r.timestamp for r in records),
+                check(
+                header.max_timestamp == max(r.timestamp for r in records),
                     f"batch at {header.base_offset}: maxTimestamp {header.max_timestamp}, its "
                     f"records' timestamps {[r.timestamp for r in records]}",
                 )
@@ -625,8 +602,8 @@ class CompactionMachine(RuleBasedStateMachine):
             resurrected = [
                 o for o, r in seen.items() if r.key == key and r.value is not None
             ]
-            check_known(
-                "tombstone-past-map-end", not resurrected,
+            check(
+                not resurrected,
                 f"key {key!r} was deleted (tombstone at offset {last} removed) but older "
                 f"values at offsets {resurrected} are readable again",
             )
@@ -643,7 +620,6 @@ def run_model(directory: Path, *, tiny_maps: bool) -> None:
     def factory() -> CompactionMachine:
         return CompactionMachine(directory / f"case-{next(counter)}", tiny_maps=tiny_maps)
 
-    known_bug_hits.clear()
     run_state_machine_as_test(
         factory,
         settings=settings(
@@ -656,9 +632,6 @@ def run_model(directory: Path, *, tiny_maps: bool) -> None:
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         ),
     )
-    for bug, hits in sorted(known_bug_hits.items()):
-        warnings.warn(f"known samsa bug {bug!r} seen {hits} times: {KNOWN_BUGS[bug]}",
-                      stacklevel=2)
 
 
 @pytest.fixture
