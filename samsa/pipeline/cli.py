@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import click
+from confluent_kafka import KafkaException
 
-from samsa.tools.common import ToolError, check_reachable
+from samsa.tools.common import ToolError, bootstrap_option, check_reachable, describe_error
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -35,6 +36,8 @@ _OWN_ERRORS = re.compile(
 
 def one_line_error(exc: BaseException) -> str:
     """The line of ``exc`` worth showing: our own error inside Spark's wrapping, or its first."""
+    if isinstance(exc, KafkaException):
+        return describe_error(exc)
     text = str(exc)
     match = _OWN_ERRORS.search(text)
     if match is not None:
@@ -89,10 +92,6 @@ def _table_exists(table: Path) -> None:
         raise ToolError(f"no table at {table}: run `samsa pipeline load` first")
 
 
-_bootstrap = click.option(
-    "--bootstrap-server", "bootstrap", required=True, metavar="HOST:PORT",
-    help="The broker(s) to connect to: host:port, comma separated.",
-)
 _prefix = click.option("--topic-prefix", default="", show_default=True,
                        help="Prefix of the pipeline's topic names.")
 _master = click.option("--master", default="local[*]", show_default=True,
@@ -107,7 +106,7 @@ def pipeline() -> None:
 
 
 @pipeline.command("generate")
-@_bootstrap
+@bootstrap_option
 @_prefix
 @click.option("--events", type=click.IntRange(min=0), default=100_000, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["avro", "json"]), default="avro",
@@ -126,13 +125,13 @@ def pipeline() -> None:
               help="Partitions of topics this command creates.")
 @click.option("--seed", type=int, default=None)
 @fails_in_one_line
-def generate_command(bootstrap: str, topic_prefix: str, events: int, fmt: str, frontends: int,
-                     users: int, span_minutes: float, window_seconds: int, realtime: bool,
-                     rate: float, partitions: int, seed: int | None) -> None:
+def generate_command(bootstrap_server: str, topic_prefix: str, events: int, fmt: str,
+                     frontends: int, users: int, span_minutes: float, window_seconds: int,
+                     realtime: bool, rate: float, partitions: int, seed: int | None) -> None:
     """Simulated frontends publish activity events and monitoring counts."""
     from samsa.pipeline.generate import generate
 
-    check_reachable(bootstrap)
+    check_reachable(bootstrap_server)
     began = time.monotonic()
 
     def progress(done: int, total: int) -> None:
@@ -140,7 +139,7 @@ def generate_command(bootstrap: str, topic_prefix: str, events: int, fmt: str, f
                    err=True)
 
     result = generate(
-        bootstrap, events=events, fmt=fmt, frontends=frontends, users=users,
+        bootstrap_server, events=events, fmt=fmt, frontends=frontends, users=users,
         span_ms=int(span_minutes * 60_000), window_ms=window_seconds * 1000, realtime=realtime,
         rate=rate, seed=seed, topics=_topics(topic_prefix), partitions=partitions,
         progress=progress if events >= 100_000 else None,
@@ -153,7 +152,7 @@ def generate_command(bootstrap: str, topic_prefix: str, events: int, fmt: str, f
 
 
 @pipeline.command("load")
-@_bootstrap
+@bootstrap_option
 @_prefix
 @_table
 @_master
@@ -161,18 +160,18 @@ def generate_command(bootstrap: str, topic_prefix: str, events: int, fmt: str, f
               help="Fail when retention deleted records the load has not loaded yet.")
 @click.option("--progress/--no-progress", default=False, help="Spark's stage progress bar.")
 @fails_in_one_line
-def load_command(bootstrap: str, topic_prefix: str, table: Path, master: str,
+def load_command(bootstrap_server: str, topic_prefix: str, table: Path, master: str,
                  fail_on_data_loss: bool, progress: bool) -> None:
     """Load the new events into Parquet (by date and hour), exactly once."""
     from samsa.pipeline.load import load, watermarks
     from samsa.pipeline.table import Table
 
-    check_reachable(bootstrap)
+    check_reachable(bootstrap_server)
     # the checks that need no Spark come first: a bad table or topic fails in a second
     Table(table).current()
-    watermarks(bootstrap, _topics(topic_prefix).all_activity)
+    watermarks(bootstrap_server, _topics(topic_prefix).all_activity)
     spark = _session(master, progress)
-    result = load(spark, bootstrap, table, topics=_topics(topic_prefix),
+    result = load(spark, bootstrap_server, table, topics=_topics(topic_prefix),
                   fail_on_data_loss=fail_on_data_loss)
     if not result.loaded:
         click.echo(f"nothing new to load; {table} stays at version {result.version}")
@@ -183,7 +182,7 @@ def load_command(bootstrap: str, topic_prefix: str, table: Path, master: str,
 
 
 @pipeline.command("stream")
-@_bootstrap
+@bootstrap_option
 @_prefix
 @_master
 @click.option("--output", type=click.Path(path_type=Path), default=DEFAULT_STREAM_OUTPUT,
@@ -199,13 +198,13 @@ def load_command(bootstrap: str, topic_prefix: str, table: Path, master: str,
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Stop after this many seconds.")
 @fails_in_one_line
-def stream_command(bootstrap: str, topic_prefix: str, master: str, output: Path,
+def stream_command(bootstrap_server: str, topic_prefix: str, master: str, output: Path,
                    checkpoint: Path | None, trigger: str, interval: float,
                    max_offsets_per_trigger: int | None, timeout: float | None) -> None:
     """The load as a Structured Streaming query with a checkpoint."""
     from samsa.pipeline.stream import stream
 
-    check_reachable(bootstrap)
+    check_reachable(bootstrap_server)
     if checkpoint is None:
         checkpoint = output.with_name(output.name + ".checkpoint")
     spark = _session(master)
@@ -214,7 +213,7 @@ def stream_command(bootstrap: str, topic_prefix: str, master: str, output: Path,
         signal.signal(sig, lambda *_: stop.set())
     if trigger == "continuous":
         click.echo(f"streaming into {output} every {interval:g} s; Ctrl-C stops", err=True)
-    result = stream(spark, bootstrap, output, checkpoint, topics=_topics(topic_prefix),
+    result = stream(spark, bootstrap_server, output, checkpoint, topics=_topics(topic_prefix),
                     trigger=trigger, interval_s=interval,
                     max_offsets_per_trigger=max_offsets_per_trigger, timeout_s=timeout, stop=stop)
     click.echo(f"streamed {result.rows:,} rows in {result.batches} micro-batches into {output} "
@@ -222,22 +221,22 @@ def stream_command(bootstrap: str, topic_prefix: str, master: str, output: Path,
 
 
 @pipeline.command("audit")
-@_bootstrap
+@bootstrap_option
 @_prefix
 @_table
 @_master
 @click.option("--all", "show_all", is_flag=True, help="Print every window, not only mismatches.")
 @fails_in_one_line
-def audit_command(bootstrap: str, topic_prefix: str, table: Path, master: str,
+def audit_command(bootstrap_server: str, topic_prefix: str, table: Path, master: str,
                   show_all: bool) -> None:
     """Reconcile the monitoring counts with the loaded rows; exit 1 on a mismatch."""
     from samsa.pipeline.audit import audit
     from samsa.pipeline.load import watermarks
 
-    check_reachable(bootstrap)
-    watermarks(bootstrap, [_topics(topic_prefix).monitoring])
+    check_reachable(bootstrap_server)
+    watermarks(bootstrap_server, [_topics(topic_prefix).monitoring])
     _table_exists(table)
-    result = audit(_session(master), bootstrap, table, topics=_topics(topic_prefix))
+    result = audit(_session(master), bootstrap_server, table, topics=_topics(topic_prefix))
     shown = result.windows if show_all else result.mismatches
     if shown:
         click.echo(table_text(
@@ -318,11 +317,12 @@ def demo_command(ctx: click.Context, workdir: Path, events: int, fmt: str, maste
         bootstrap = broker.bootstrap_servers
         click.echo(f"broker at {bootstrap}, log in {workdir / 'broker'}", err=True)
         step(f"1/4 generate: {events:,} activity events from 3 simulated frontends")
-        ctx.invoke(generate_command, bootstrap=bootstrap, events=events, fmt=fmt)
+        ctx.invoke(generate_command, bootstrap_server=bootstrap, events=events, fmt=fmt)
         step("2/4 load: Spark batch job into Parquet by date and hour (Spark starts first)")
-        ctx.invoke(load_command, bootstrap=bootstrap, table=table, master=master, progress=True)
+        ctx.invoke(load_command, bootstrap_server=bootstrap, table=table, master=master,
+                   progress=True)
         step("3/4 audit: monitoring counts against loaded rows")
-        ctx.invoke(audit_command, bootstrap=bootstrap, table=table, master=master)
+        ctx.invoke(audit_command, bootstrap_server=bootstrap, table=table, master=master)
         step("4/4 report")
         ctx.invoke(report_command, table=table, master=master, chart=chart)
     step("done")

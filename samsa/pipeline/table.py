@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from samsa.storage.checkpoint import fsync_dir, write_atomically
+
 OFFSETS_FILE = "_samsa_offsets.json"
 _VERSION = re.compile(r"^v(\d{8})$")
 
@@ -100,14 +102,15 @@ class Table:
         """Write ``offsets`` into ``staging`` and make it the table's version, atomically."""
         number = int(_VERSION.match(staging.name)[1])  # type: ignore[index]
         data = {t: {str(p): o for p, o in sorted(parts.items())} for t, parts in offsets.items()}
-        _write_durably(staging / OFFSETS_FILE, json.dumps(data, indent=1, sort_keys=True))
+        text = json.dumps(data, indent=1, sort_keys=True)
+        write_atomically(staging / OFFSETS_FILE, text.encode())
         _fsync_tree(staging)
         link = self.path.parent / f".{self.path.name}.link-{number}"
         with contextlib.suppress(FileNotFoundError):
             link.unlink()
         link.symlink_to(staging.relative_to(self.path.parent))
         os.replace(link, self.path)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         # readers that resolved the previous version may still be reading it: keep that one
         self.remove_versions(keep={number, number - 1})
         return Version(number, staging, offsets)
@@ -121,20 +124,11 @@ class Table:
                 shutil.rmtree(child, ignore_errors=True)
 
 
-def _write_durably(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def _fsync_tree(root: Path) -> None:
     """fsync every new file and directory under ``root`` (Spark's writer does not)."""
     for path in [root, *root.rglob("*")]:
         if path.is_dir():
-            _fsync_dir(path)
+            fsync_dir(path)
         else:
             fd = os.open(path, os.O_RDONLY)
             try:
@@ -142,10 +136,3 @@ def _fsync_tree(root: Path) -> None:
             finally:
                 os.close(fd)
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
