@@ -30,6 +30,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_for  # noqa: F401 (the test modules import it from here)
 
 import samsa
 
@@ -46,20 +47,6 @@ SEGMENT_BYTES = 8192
 FAST_CLEANER: dict[str, Any] = {"log.cleaner.backoff.ms": BACKOFF_MS}
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 KCAT_FORMAT = "%o\\t%k\\t%S\\t%s\\n"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = DEADLINE, what: str = "condition",
-             interval: float = 0.05, details: Callable[[], str] | None = None) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            extra = f"\n{details()}" if details is not None else ""
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}{extra}")
-        time.sleep(interval)
 
 
 # --- brokers and topics --------------------------------------------------------------------------

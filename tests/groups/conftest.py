@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_for  # noqa: F401 (the test modules import it from here)
 
 import samsa
 
@@ -35,20 +36,6 @@ SAMSA = Path(sys.executable).with_name("samsa")
 REBALANCE_S = 20.0
 # How long the members may take to process everything once the producer is done.
 DRAIN_S = 30.0
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str,
-             interval: float = 0.05, details: Callable[[], str] | None = None) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            extra = f"\n{details()}" if details is not None else ""
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}{extra}")
-        time.sleep(interval)
 
 
 def unique(prefix: str) -> str:
