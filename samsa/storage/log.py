@@ -33,8 +33,10 @@ from samsa.errors import (
     RecordListTooLargeError,
 )
 from samsa.records.batch import (
+    HEADER_SIZE,
+    MIN_BATCH_LENGTH,
     BatchHeader,
-    iter_headers,
+    read_header,
     set_log_append_time,
     stamp,
     stamp_prefix,
@@ -179,10 +181,14 @@ class Log:
                 continue
             base = int(match[1])
             last = base
-            with open(path, "rb") as handle:
-                data = handle.read()
-            for _, header in iter_headers(data):
-                last = header.last_offset
+            with open(path, "rb") as handle:  # headers only: a swap file is a whole segment
+                fd, size, pos = handle.fileno(), os.fstat(handle.fileno()).st_size, 0
+                while pos + HEADER_SIZE <= size:
+                    header = read_header(os.pread(fd, HEADER_SIZE, pos))
+                    if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > size:
+                        break
+                    last = header.last_offset
+                    pos += header.size
             for other in self.dir.iterdir():
                 found = _SEGMENT_FILE.match(other.name)
                 if found is not None and base <= int(found[1]) <= last:
@@ -537,10 +543,8 @@ class Log:
             first = -1
         if (first < 0 or self.segments[first : first + len(old)] != old
                 or first + len(old) >= len(self.segments)):
-            for path in (cleaned, old[0].index.path, old[0].time_index.path):
-                path.with_name(path.name.removesuffix(".cleaned") + ".cleaned").unlink(
-                    missing_ok=True
-                )
+            for path in (old[0].log_path, old[0].index.path, old[0].time_index.path):
+                path.with_name(path.name + ".cleaned").unlink(missing_ok=True)
             return False
         swap = cleaned.with_name(old[0].log_path.name + ".swap")
         os.replace(cleaned, swap)
