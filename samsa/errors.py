@@ -110,3 +110,15 @@ class OutOfOrderSequenceError(KafkaError):
     """A batch whose first sequence does not follow the producer's last one."""
 
     code = ErrorCode.out_of_order_sequence_number
+
+
+class InvalidTxnStateError(KafkaError):
+    """A producer's write does not fit its transaction's state."""
+
+    code = ErrorCode.invalid_txn_state
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A marker from an older coordinator epoch than the partition has seen."""
+
+    code = ErrorCode.transaction_coordinator_fenced

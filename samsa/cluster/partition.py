@@ -26,10 +26,20 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        """read_committed consumers stop here: before the oldest open transaction."""
+        unstable = self.log.first_unstable_offset
+        high_watermark = self.high_watermark
+        return high_watermark if unstable is None else min(unstable, high_watermark)
 
-    def append(self, records: bytes | memoryview) -> AppendInfo:
-        info = self.log.append(records, leader_epoch=self.leader_epoch)
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> None:
+        self.log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                               leader_epoch=self.leader_epoch)
+        self.wake_waiters()
+
+    def append(self, records: bytes | memoryview, *, internal: bool = False) -> AppendInfo:
+        info = self.log.append(records, leader_epoch=self.leader_epoch, internal=internal)
         self.wake_waiters()
         return info
 

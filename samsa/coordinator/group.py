@@ -62,6 +62,9 @@ class Group:
     pending_members: dict[str, tuple[float, int]] = field(default_factory=dict)
     pending_sync: set[str] = field(default_factory=set)  # joined this generation, not synced
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    # transactional offset commits not yet committed or aborted: producer id -> offsets
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetValue]] = field(
+        default_factory=dict)
     state_timestamp: int = -1  # ms when the state last changed (offset expiry counts from it)
     rebalance_deadline: asyncio.TimerHandle | None = None
     initial_join_until: float = 0.0  # loop time until which an empty group's first join waits

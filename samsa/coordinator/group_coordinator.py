@@ -34,6 +34,7 @@ from samsa.coordinator.records import (
 )
 from samsa.errors import CorruptRecordError, ErrorCode, KafkaError, error
 from samsa.records.batch import iter_headers
+from samsa.records.control import read_marker
 from samsa.records.record import RecordInput, decode_records, encode_batch
 
 if TYPE_CHECKING:
@@ -83,32 +84,44 @@ class GroupCoordinator:
 
     def _load_partition(self, log: Any) -> None:
         offset = log.log_start_offset
+        index = int(log.name.rsplit("-", 1)[1])
         while offset < log.log_end_offset:
             region = log.read(offset, 1 << 20)
             if region is None:
                 break
             data = memoryview(region.read())
             for pos, header in iter_headers(data):
-                for record in decode_records(data[pos : pos + header.size]):
-                    if record.key is not None:
-                        self._apply(record.key, record.value)
                 offset = header.next_offset
+                batch = data[pos : pos + header.size]
+                if header.is_control:
+                    marker = read_marker(batch)
+                    if marker is not None:
+                        self.complete_txn_offsets(index, header.producer_id, marker.commit)
+                    continue
+                pid = header.producer_id if header.is_transactional else None
+                for record in decode_records(batch):
+                    if record.key is not None:
+                        self._apply(record.key, record.value, pid)
 
-    def _apply(self, key_bytes: bytes, value: bytes | None) -> None:
+    def _apply(self, key_bytes: bytes, value: bytes | None, txn_pid: int | None = None) -> None:
         try:
-            self._apply_record(key_bytes, value)
+            self._apply_record(key_bytes, value, txn_pid)
         except CorruptRecordError as exc:  # e.g. record types of newer Kafka versions
             log.warning("skipping a %s record samsa cannot read: %s", OFFSETS_TOPIC, exc)
 
-    def _apply_record(self, key_bytes: bytes, value: bytes | None) -> None:
+    def _apply_record(self, key_bytes: bytes, value: bytes | None, txn_pid: int | None) -> None:
         key = decode_key(key_bytes)
         if isinstance(key, OffsetKey):
             group = self.groups.get(key.group) or self._new_group(key.group)
             committed = decode_offset_value(value)
-            if committed is None:
-                group.offsets.pop((key.topic, key.partition), None)
+            tp = (key.topic, key.partition)
+            if txn_pid is not None:  # waits for its transaction's marker
+                if committed is not None:
+                    group.pending_txn_offsets.setdefault(txn_pid, {})[tp] = committed
+            elif committed is None:
+                group.offsets.pop(tp, None)
             else:
-                group.offsets[(key.topic, key.partition)] = committed
+                group.offsets[tp] = committed
             return
         assert isinstance(key, GroupKey)
         stored = decode_group_value(value)
@@ -145,7 +158,7 @@ class GroupCoordinator:
 
     # --- persistence -------------------------------------------------------------------------
 
-    def _ensure_offsets_topic(self) -> None:
+    def ensure_offsets_topic(self) -> None:
         server = self.server
         assert server.topics is not None
         if server.topics.get(OFFSETS_TOPIC) is None:
@@ -160,7 +173,7 @@ class GroupCoordinator:
         """Append records to the group's __consumer_offsets partition (acks=all on one node)."""
         if not records:
             return
-        self._ensure_offsets_topic()
+        self.ensure_offsets_topic()
         index = partition_for(group_id, self.num_partitions)
         partition = self.server.partition(OFFSETS_TOPIC, index)
         assert partition is not None
@@ -620,6 +633,79 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         member.last_heartbeat = asyncio.get_running_loop().time()
         return None
+
+    def txn_commit(
+        self, *, group_id: str, producer_id: int, producer_epoch: int, generation: int,
+        member_id: str, instance_id: str | None,
+        offsets: list[tuple[str, int, int, int, str | None]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: offsets written with the producer's id and epoch as a transactional
+        batch, applied when the transaction's marker reaches the group's partition."""
+        group = self.groups.get(group_id)
+        failure = None
+        if group is not None and group.state == GroupState.DEAD:
+            failure = ErrorCode.coordinator_not_available
+        elif group is not None and member_id:
+            try:
+                self._check_member(group, member_id, instance_id)
+            except KafkaError as exc:
+                failure = exc.code
+            else:
+                if generation >= 0 and generation != group.generation:
+                    failure = ErrorCode.illegal_generation
+        elif member_id and generation >= 0:
+            failure = ErrorCode.unknown_member_id
+        if failure is not None:
+            return {(t, p): failure for t, p, *_ in offsets}
+        group = group or self._new_group(group_id)
+        results: dict[tuple[str, int], ErrorCode] = {}
+        records, pending = [], {}
+        stamp = now_ms()
+        for topic, partition, offset, epoch, metadata in offsets:
+            if self.server.partition(topic, partition) is None:
+                results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
+                continue
+            if metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
+                results[(topic, partition)] = ErrorCode.offset_metadata_too_large
+                continue
+            value = OffsetValue(offset, epoch, metadata or "", stamp)
+            pending[(topic, partition)] = value
+            records.append(RecordInput(encode_offset_value(value),
+                                       encode_offset_key(OffsetKey(group_id, topic, partition))))
+            results[(topic, partition)] = ErrorCode.none
+        if records:
+            self.ensure_offsets_topic()
+            index = partition_for(group_id, self.num_partitions)
+            partition = self.server.partition(OFFSETS_TOPIC, index)
+            assert partition is not None
+            batch = encode_batch(records, timestamp=stamp, producer_id=producer_id,
+                                 producer_epoch=producer_epoch, transactional=True)
+            try:
+                partition.append(batch, internal=True)
+            except KafkaError as exc:  # a fenced producer epoch
+                return {tp: (exc.code if code == ErrorCode.none else code)
+                        for tp, code in results.items()}
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(pending)
+        return results
+
+    def complete_txn_offsets(self, index: int, producer_id: int, commit: bool) -> None:
+        """A transaction's marker reached __consumer_offsets partition ``index``: its pending
+        offsets there become committed offsets, or are dropped."""
+        for group in self.groups.values():
+            if producer_id not in group.pending_txn_offsets:
+                continue
+            if partition_for(group.group_id, self.num_partitions) != index:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id)
+            if commit:
+                group.offsets.update(pending)
+
+    def unstable_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions with a transactional offset commit still pending (KIP-447)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None

@@ -13,6 +13,7 @@ _MODULES = (
     "topics",
     "configs",
     "groups",
+    "transactions",
 )
 
 

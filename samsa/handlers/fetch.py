@@ -119,6 +119,12 @@ class _FetchPlan:
             return result
         if region is not None:
             result["records"] = region
+            if self.read_committed:
+                # the aborted transactions overlapping what a fetch below the LSO can return
+                result["aborted_transactions"] = [
+                    {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                    for t in log.collect_aborted_txns(p.fetch_offset, upper)
+                ]
         return result
 
     @staticmethod

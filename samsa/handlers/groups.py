@@ -176,19 +176,26 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
     }
 
 
-def _fetched_topics(coordinator: GroupCoordinator, group_id: str, topics: Any) -> list[Any]:
+def _fetched_topics(
+    coordinator: GroupCoordinator, group_id: str, topics: Any, require_stable: bool
+) -> list[Any]:
     wanted = None if topics is None else [
         (t.name, p) for t in topics for p in t.partition_indexes
     ]
     found = coordinator.fetch_offsets(group_id, wanted)
+    # KIP-447: a partition with a transactional commit still pending is not stable yet
+    unstable = coordinator.unstable_offsets(group_id) if require_stable else set()
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), value in found.items():
+        if (topic, partition) in unstable:
+            value = None
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": value.offset if value else -1,
             "committed_leader_epoch": value.leader_epoch if value else -1,
             "metadata": value.metadata if value else "",
-            "error_code": ErrorCode.none,
+            "error_code": ErrorCode.unstable_offset_commit if (topic, partition) in unstable
+            else ErrorCode.none,
         })
     return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
@@ -196,14 +203,16 @@ def _fetched_topics(coordinator: GroupCoordinator, group_id: str, topics: Any) -
 @api(9, "OffsetFetch", 1, 9)
 async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
+    stable = getattr(request, "require_stable", False)
     if ctx.version < 8:
         return {"throttle_time": 0, "error_code": ErrorCode.none,
-                "topics": _fetched_topics(coordinator, request.group_id, request.topics)}
+                "topics": _fetched_topics(coordinator, request.group_id, request.topics,
+                                          stable)}
     return {
         "throttle_time": 0,
         "groups": [
             {"group_id": g.group_id, "error_code": ErrorCode.none,
-             "topics": _fetched_topics(coordinator, g.group_id, g.topics)}
+             "topics": _fetched_topics(coordinator, g.group_id, g.topics, stable)}
             for g in request.groups
         ],
     }

@@ -21,15 +21,15 @@ def _list_offset(
 ) -> tuple[int, int]:
     """(offset, timestamp) for a ListOffsets query; (-1, -1) when there is none."""
     log = partition.log
+    fetchable = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
-        offset = partition.last_stable_offset if read_committed else partition.high_watermark
-        return offset, -1
+        return fetchable, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return log.log_start_offset, -1
     found = log.max_timestamp_offset() if timestamp == MAX_TIMESTAMP else (
         log.offset_for_timestamp(timestamp) if timestamp >= 0 else None
     )
-    if found is None or found.offset >= partition.high_watermark:
+    if found is None or found.offset >= fetchable:
         return -1, -1
     return found.offset, found.timestamp
 

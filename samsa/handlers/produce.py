@@ -1,8 +1,12 @@
-"""Produce (0) and InitProducerId (22).
+"""Produce (0).
 
 Per partition: exactly one RecordBatch v2 (INDEX.md section 2, rule 15), validated and appended
 as bytes by the log. acks=0 gets no response at all (rule 4); if such a request fails the
 connection is closed, which is the only way Kafka can tell that producer.
+
+A transactional batch is verified with the transaction coordinator first (as KIP-890 has the
+leader do): its producer must hold the transactional id's current epoch, inside an open
+transaction that added the partition; otherwise the data could hang the last stable offset.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.registry import api
-from samsa.records.batch import LOG_OVERHEAD
+from samsa.records.batch import LOG_OVERHEAD, Attr, read_header
 from samsa.server.connection import CloseConnection
 from samsa.server.context import RequestContext
 
@@ -37,7 +41,12 @@ def _partition_result(
     }
 
 
-def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None) -> dict[str, Any]:
+_ATTRIBUTES_LOW = 22  # the low byte of the int16 attributes of a batch
+
+
+def _append(
+    ctx: RequestContext, topic: str, index: int, records: bytes | None, txn_id: str | None
+) -> dict[str, Any]:
     partition = ctx.server.partition(topic, index)
     if partition is None:
         return _partition_result(index, ErrorCode.unknown_topic_or_partition)
@@ -50,6 +59,16 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None) 
                 index, ErrorCode.invalid_record,
                 message="a produce request must hold exactly one record batch per partition",
             )
+    if len(records) > _ATTRIBUTES_LOW and records[_ATTRIBUTES_LOW] & Attr.TRANSACTIONAL:
+        header = read_header(records)
+        txns = ctx.server.txn_coordinator
+        assert txns is not None
+        code = txns.verify(txn_id, header.producer_id, header.producer_epoch, topic, index)
+        if code != ErrorCode.none:
+            return _partition_result(index, code, message=(
+                "transactional batch without a transactional id" if txn_id is None else
+                f"transaction verification failed for {txn_id!r}"
+            ))
     try:
         info = partition.append(records)
     except KafkaError as exc:
@@ -70,13 +89,9 @@ async def produce(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
         for data in topic.partition_data or ():
             if acks not in (0, 1, -1):
                 results.append(_partition_result(data.index, ErrorCode.invalid_required_acks))
-            elif request.transactional_id is not None:
-                results.append(_partition_result(
-                    data.index, ErrorCode.transactional_id_authorization_failed,
-                    message="transactions are not supported by this broker yet",
-                ))
             else:
-                results.append(_append(ctx, topic.name, data.index, data.records))
+                results.append(_append(ctx, topic.name, data.index, data.records,
+                                       request.transactional_id))
         responses.append({"name": topic.name, "partition_responses": results})
     if acks == 0:
         failed = [r for t in responses for r in t["partition_responses"] if r["error_code"]]
@@ -86,19 +101,3 @@ async def produce(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
             )
         return None
     return {"responses": responses, "throttle_time": 0}
-
-
-@api(22, "InitProducerId", 0, 4)
-async def init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    if request.transactional_id is not None:
-        log.warning("InitProducerId for transactional id %r refused: transactions are not "
-                    "supported yet", request.transactional_id)
-        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
-                "producer_id": -1, "producer_epoch": -1}
-    assert ctx.server.producer_ids is not None
-    return {
-        "throttle_time": 0,
-        "error_code": ErrorCode.none,
-        "producer_id": ctx.server.producer_ids.next_id(),
-        "producer_epoch": 0,
-    }

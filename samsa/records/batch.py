@@ -123,10 +123,11 @@ def crc_of(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
 
 
 def validate_batches(
-    buf: bytes | bytearray | memoryview, *, allow_control: bool = False, from_client: bool = True
+    buf: bytes | bytearray | memoryview, *, internal: bool = False, from_client: bool = True
 ) -> list[BatchHeader]:
     """Check every v2 batch in ``buf`` as Kafka's broker does on append.
 
+    ``internal`` admits the broker's own control batches and sequence-less producer batches.
     ``from_client=False`` is for batches copied from a leader: they may be control batches or
     compacted (fewer records than their offset span), so only framing and CRC are checked.
 
@@ -169,13 +170,13 @@ def validate_batches(
         if header.last_offset_delta < 0:
             raise InvalidRecordError(f"negative lastOffsetDelta {header.last_offset_delta}")
         if from_client:
-            _check_client_batch(header, allow_control)
+            _check_client_batch(header, internal)
         headers.append(header)
         pos += size
     return headers
 
 
-def _check_client_batch(header: BatchHeader, allow_control: bool) -> None:
+def _check_client_batch(header: BatchHeader, internal: bool) -> None:
     if header.records_count <= 0:
         raise InvalidRecordError("record batch has no records")
     if header.last_offset_delta + 1 != header.records_count:
@@ -183,9 +184,10 @@ def _check_client_batch(header: BatchHeader, allow_control: bool) -> None:
             f"lastOffsetDelta {header.last_offset_delta} does not match "
             f"recordsCount {header.records_count}"
         )
-    if header.is_control and not allow_control:
+    if header.is_control and not internal:
         raise InvalidRecordError("clients may not write control batches")
-    if header.producer_id >= 0 and header.base_sequence < 0:
+    if header.producer_id >= 0 and header.base_sequence < 0 and not internal:
+        # the broker's own writers (markers, transactional offset commits) carry no sequence
         raise InvalidRecordError(f"producer id {header.producer_id} without a base sequence")
 
 

@@ -20,6 +20,7 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.topics import Topic, TopicStore
 from samsa.config import BrokerConfig, ConfigError, LogConfig
 from samsa.coordinator.group_coordinator import GroupCoordinator
+from samsa.coordinator.txn_coordinator import TransactionCoordinator
 from samsa.errors import ErrorCode
 from samsa.handlers import load_handlers
 from samsa.handlers.registry import APIS
@@ -89,6 +90,7 @@ class KafkaServer:
         self.bound: list[Listener] = []
         self.producer_ids: ProducerIdManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         self.cleaner: LogCleaner | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task] = []
@@ -110,6 +112,9 @@ class KafkaServer:
         self._start_cleaner(asyncio.get_running_loop())
         self.group_coordinator = GroupCoordinator(self)
         self.group_coordinator.start()
+        # after the groups: completing a half-ended transaction reaches their offsets
+        self.txn_coordinator = TransactionCoordinator(self)
+        self.txn_coordinator.start()
         loop = asyncio.get_running_loop()
         max_request = self.config.get("socket.request.max.bytes")
         for listener in self.listeners:
@@ -211,6 +216,8 @@ class KafkaServer:
         for partition in self.partitions.values():
             partition.wake_waiters()  # long-polls answer now with what they have
         await asyncio.gather(*(c.drain_and_close() for c in list(self.connections)))
+        if self.txn_coordinator is not None:
+            await self.txn_coordinator.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
         for task in self._tasks:

@@ -42,16 +42,18 @@ from samsa.records.batch import (
     stamp_prefix,
     validate_batches,
 )
+from samsa.records.control import encode_marker, read_marker
 from samsa.records.record import decode_records, iter_raw_records, records_payload
 from samsa.storage.checkpoint import fsync_dir
 from samsa.storage.epoch import LeaderEpochCache
-from samsa.storage.producer_state import ProducerStateManager
+from samsa.storage.producer_state import CompletedTxn, ProducerStateManager
 from samsa.storage.segment import INT32_MAX, LOG_SUFFIX, LogSegment
+from samsa.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 _LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned")
 _SWAP_FILE = re.compile(r"^(\d{20})\.log\.swap$")
 
@@ -170,7 +172,9 @@ class Log:
             self.truncate_fully_and_start_at(self.log_start_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
         self.epochs.truncate_from_start(self.log_start_offset)
-        self._load_producer_state()
+        # After a crash only what is below the recovery point (fsynced) is trusted: producer
+        # state and aborted-transaction entries are rebuilt from a snapshot no later than it.
+        self._load_producer_state(self.log_end_offset if clean else self.recovery_point)
 
     def _finish_swaps(self) -> None:
         """Complete a cleaner's segment swap that a crash interrupted: a ``.swap`` file is a
@@ -194,19 +198,45 @@ class Log:
                 if found is not None and base <= int(found[1]) <= last:
                     other.unlink()
             path.rename(self.dir / f"{match[1]}{LOG_SUFFIX}")
+            txn_index = self.dir / f"{match[1]}{TXN_INDEX_SUFFIX}.cleaned"
+            if txn_index.exists():
+                os.replace(txn_index, self.dir / f"{match[1]}{TXN_INDEX_SUFFIX}")
             log.warning("%s: finished an interrupted cleaner swap (offsets %d to %d)",
                         path, base, last)
 
-    def _load_producer_state(self) -> None:
-        """Restore idempotent-producer state: the latest snapshot, then the batches after it
-        (headers only)."""
-        start = self.producer_state.load(self.log_start_offset, self.log_end_offset)
+    def _load_producer_state(self, newest: int | None = None) -> None:
+        """Restore producer state: the latest snapshot (at or below ``newest``), then the
+        batches after it (headers only; markers are read). The aborted-transaction entries of
+        those batches are rebuilt on the way."""
+        start = self.producer_state.load(self.log_start_offset, self.log_end_offset, newest)
         first = max(0, bisect_right(self._bases, start) - 1)
         for segment in self.segments[first:]:
+            segment.txn_index.truncate_to(start)
+        for segment in self.segments[first:]:
             origin = segment.index.lookup(start) if segment.base_offset <= start else 0
-            for _, header in segment.scan(origin):
-                if header.base_offset >= start and header.producer_id >= 0:
+            for pos, header in segment.scan(origin):
+                if header.base_offset < start or header.producer_id < 0:
+                    continue
+                if header.is_control:
+                    marker = read_marker(segment.read_bytes(pos, header.size))
+                    if marker is not None:
+                        self._complete_txn(segment, header, marker.commit,
+                                           marker.coordinator_epoch)
+                else:
                     self.producer_state.replay(header)
+
+    def _complete_txn(
+        self, segment: LogSegment, header: BatchHeader, commit: bool, coordinator_epoch: int
+    ) -> CompletedTxn | None:
+        """Apply a marker already in ``segment``; an abort goes into its transaction index."""
+        done = self.producer_state.apply_marker(header, commit, coordinator_epoch)
+        if done is not None and done.aborted:
+            unstable = self.producer_state.first_unstable_offset()
+            lso = header.next_offset if unstable is None else unstable
+            segment.txn_index.append(
+                AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso)
+            )
+        return done
 
     def _recover(self, recovery_point: int, clean: bool) -> None:
         """Kafka's rules: after an unclean shutdown every segment from the one holding the
@@ -256,16 +286,18 @@ class Log:
         *,
         leader_epoch: int = 0,
         assign_offsets: bool = True,
-        allow_control: bool = False,
+        internal: bool = False,
     ) -> AppendInfo:
         """Validate and append the batches in ``records``.
 
         With ``assign_offsets`` (a leader taking a produce) each batch gets the next offsets and
         the given leader epoch; without it (a follower copying its leader) the batches keep
         theirs, which must continue the log. Nothing is written unless every batch is valid.
+        ``internal`` batches come from the broker's own writers (a coordinator's transactional
+        offset commits): they may carry a producer id without a sequence.
         """
         view = memoryview(records)
-        headers = validate_batches(view, allow_control=allow_control, from_client=assign_offsets)
+        headers = validate_batches(view, internal=internal, from_client=assign_offsets)
         max_bytes = self.config.max_message_bytes
         for header in headers:
             if header.size > max_bytes:
@@ -277,6 +309,8 @@ class Log:
                 f"{len(view)} bytes of records exceed segment.bytes {self.config.segment_bytes}"
             )
         if assign_offsets:
+            if any(h.is_control for h in headers):
+                raise InvalidRecordError("control batches are written with append_marker")
             if self.config.compact:
                 self._require_keys(view, headers)
             return self._append_as_leader(view, headers, leader_epoch)
@@ -342,14 +376,60 @@ class Log:
             iov.append(view[pos : pos + header.size])
             offset = header.next_offset
             pos += header.size
-        self._maybe_roll(len(view), headers, self.clock()).append(iov, headers)
+        segment = self._maybe_roll(len(view), headers, self.clock())
+        segment.append(iov, headers)
+        pos = 0
         for header in headers:
-            if header.producer_id >= 0:
+            if header.is_control and header.producer_id >= 0:
+                marker = read_marker(view[pos : pos + header.size])
+                if marker is not None:
+                    self._complete_txn(segment, header, marker.commit, marker.coordinator_epoch)
+            elif header.producer_id >= 0:
                 self.producer_state.update(header)
+            pos += header.size
+        for header in headers:
             if header.leader_epoch > self.epochs.latest_epoch:
                 self.epochs.assign(header.leader_epoch, header.base_offset)
         self._count_unflushed(sum(h.records_count for h in headers))
         return AppendInfo(first, offset - 1, -1, self.log_start_offset, headers)
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+        *, leader_epoch: int = 0,
+    ) -> CompletedTxn | None:
+        """Write a transaction's commit or abort marker (the coordinator's WriteTxnMarkers).
+        Raises InvalidProducerEpochError for a fenced epoch, TransactionCoordinatorFencedError
+        for an older coordinator."""
+        now = self.clock()
+        batch = bytearray(encode_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                        now))
+        (header,) = validate_batches(batch, internal=True)
+        self.producer_state.check_marker(header, coordinator_epoch)
+        offset = self.log_end_offset
+        stamp(batch, 0, offset, leader_epoch)
+        final = BatchHeader(offset, header[1], leader_epoch, *header[3:])
+        segment = self._maybe_roll(len(batch), [final], now)
+        segment.append([batch], [final])
+        done = self._complete_txn(segment, final, commit, coordinator_epoch)
+        if leader_epoch > self.epochs.latest_epoch:
+            self.epochs.assign(leader_epoch, offset)
+        self._count_unflushed(1)
+        return done
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (None: none is open)."""
+        return self.producer_state.first_unstable_offset()
+
+    def collect_aborted_txns(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch of [fetch_offset, upper) needs."""
+        found: list[AbortedTxn] = []
+        i = max(0, bisect_right(self._bases, fetch_offset) - 1)
+        for segment in self.segments[i:]:
+            if segment.txn_index.entries and segment.txn_index.collect(fetch_offset, upper,
+                                                                       found):
+                break
+        return found
 
     def _require_keys(self, view: memoryview, headers: list[BatchHeader]) -> None:
         """Kafka's rule for compacted topics: every record has a key."""
@@ -543,7 +623,8 @@ class Log:
             first = -1
         if (first < 0 or self.segments[first : first + len(old)] != old
                 or first + len(old) >= len(self.segments)):
-            for path in (old[0].log_path, old[0].index.path, old[0].time_index.path):
+            for path in (old[0].log_path, old[0].index.path, old[0].time_index.path,
+                         old[0].txn_index.path):
                 path.with_name(path.name + ".cleaned").unlink(missing_ok=True)
             return False
         swap = cleaned.with_name(old[0].log_path.name + ".swap")
@@ -554,6 +635,9 @@ class Log:
         os.replace(swap, old[0].log_path)
         for index in (old[0].index.path, old[0].time_index.path):
             os.replace(index.with_name(index.name + ".cleaned"), index)
+        txn_index = old[0].txn_index.path
+        if txn_index.with_name(txn_index.name + ".cleaned").exists():
+            os.replace(txn_index.with_name(txn_index.name + ".cleaned"), txn_index)
         fsync_dir(self.dir)
         segment = self._new_segment(old[0].base_offset)
         if not segment.load_indexes():

@@ -29,13 +29,23 @@ higher epoch must start at sequence 0 unless the producer is unknown; the same e
 on at last sequence + 1 (after 2**31-1 comes 0); an unknown producer id (say its state went
 with retention) is accepted at any sequence. Control batches only move the epoch.
 
+Transactions: a producer's first transactional batch opens its transaction on this partition
+(``current_txn_first_offset``); the commit or abort marker the coordinator writes closes it
+(``apply_marker``, which returns the ``CompletedTxn``). ``first_unstable_offset`` is the first
+offset of the oldest open transaction: the last stable offset cannot pass it. Producers with an
+open transaction never expire. A non-transactional batch from a producer whose transaction is
+open is INVALID_TXN_STATE, as in Kafka.
+
 Snapshots: ``<offset:020d>.snapshot`` in the partition directory holds every producer's state
 as of ``offset`` (all batches below it applied), written atomically. Format (big-endian)::
 
-    version int16 (1) | crc uint32: CRC-32C of everything after it | count int32 |
-    count x [producer id int64 | epoch int16 | last timestamp int64 | n int8 |
+    version int16 (2) | crc uint32: CRC-32C of everything after it | count int32 |
+    count x [producer id int64 | epoch int16 | last timestamp int64 |
+             current txn first offset int64 (-1: none) | coordinator epoch int32 | n int8 |
              n x [first seq int32 | last seq int32 | first offset int64 | last offset int64 |
                   max timestamp int64]]
+
+Version 1 (before transactions) lacks the two transaction fields and is still read.
 
 Unlike Kafka (last batch only) all 5 cached batches are kept, so duplicates are still caught
 after a restart. On open, ``load(log_start, log_end)`` restores the latest usable snapshot and
@@ -57,7 +67,12 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from samsa.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from samsa.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from samsa.records.batch import NO_SEQUENCE, BatchHeader
 from samsa.storage.checkpoint import write_atomically
 
@@ -68,12 +83,15 @@ NO_PRODUCER_EPOCH = -1
 MAX_SEQUENCE = 2**31 - 1
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+NO_TXN = -1
 
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 _FILE_HEADER = struct.Struct(">hI")  # version, crc
 _COUNT = struct.Struct(">i")
-_ENTRY = struct.Struct(">qhqb")  # producer id, epoch, last timestamp, batch count
+_ENTRY_V1 = struct.Struct(">qhqb")  # producer id, epoch, last timestamp, batch count
+# producer id, epoch, last timestamp, current txn first offset, coordinator epoch, batch count
+_ENTRY = struct.Struct(">qhqqib")
 _BATCH = struct.Struct(">iiqqq")  # first seq, last seq, first offset, last offset, max timestamp
 
 
@@ -87,6 +105,15 @@ class BatchMetadata(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker closed on this partition."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    aborted: bool
 
 
 class DuplicateBatch(NamedTuple):
@@ -103,6 +130,8 @@ class ProducerEntry:
     epoch: int
     batches: tuple[BatchMetadata, ...]  # oldest first, at most BATCHES_TO_RETAIN, this epoch
     last_timestamp: int
+    current_txn_first_offset: int = NO_TXN
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -128,13 +157,18 @@ def _advance(
     """The entry after ``header``: a new epoch drops the old epoch's batches."""
     same_epoch = entry is not None and entry.epoch == header.producer_epoch
     batches = entry.batches if same_epoch else ()
+    txn_first = NO_TXN if entry is None else entry.current_txn_first_offset
+    coordinator_epoch = -1 if entry is None else entry.coordinator_epoch
     if _has_sequence(header):
         meta = BatchMetadata(
             header.base_sequence, header.last_sequence, first_offset, last_offset,
             header.max_timestamp,
         )
         batches = (*batches, meta)[-BATCHES_TO_RETAIN:]
-    return ProducerEntry(header.producer_id, header.producer_epoch, batches, header.max_timestamp)
+    if header.is_transactional and not header.is_control and txn_first == NO_TXN:
+        txn_first = first_offset
+    return ProducerEntry(header.producer_id, header.producer_epoch, batches, header.max_timestamp,
+                         txn_first, coordinator_epoch)
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -192,6 +226,13 @@ class ProducerAppendBatch:
         committed = self._manager._producers.get(pid)
         current = self._scratch.get(pid, committed)
         _check_epoch(current, header)
+        if (not header.is_transactional and current is not None
+                and current.current_txn_first_offset != NO_TXN
+                and current.epoch == header.producer_epoch):
+            raise InvalidTxnStateError(
+                f"expected a transactional write from producer {pid}: its transaction "
+                f"is still open on this partition"
+            )
         if _has_sequence(header):
             original = committed.find_duplicate(header) if committed is not None else None
             if original is not None:
@@ -199,7 +240,8 @@ class ProducerAppendBatch:
                     original.first_offset, original.last_offset, original.max_timestamp
                 )
             _check_sequence(current, header)
-        self._scratch[pid] = _advance(current, header, -1, -1)
+        # offsets are not assigned yet; any non-negative first offset marks an opened txn
+        self._scratch[pid] = _advance(current, header, max(header.base_offset, 0), -1)
         self._accepted.append(_batch_key(header))
         return None
 
@@ -230,6 +272,7 @@ class ProducerStateManager:
         self.dir = Path(directory)
         self.max_snapshots = max_snapshots
         self._producers: dict[int, ProducerEntry] = {}
+        self._ongoing: dict[int, int] = {}
         self._map_end_offset = 0
         self._version = 0
         self._loaded = False
@@ -273,6 +316,7 @@ class ProducerStateManager:
         expired = [
             pid for pid, entry in self._producers.items()
             if now_ms - entry.last_timestamp >= producer_id_expiration_ms
+            and entry.current_txn_first_offset == NO_TXN
         ]
         for pid in expired:
             del self._producers[pid]
@@ -281,13 +325,67 @@ class ProducerStateManager:
         return expired
 
     def _apply(self, header: BatchHeader) -> None:
+        if header.is_control:
+            raise ValueError("control batches go through apply_marker")
         pid = header.producer_id
         if pid >= 0:
-            self._producers[pid] = _advance(
+            entry = _advance(
                 self._producers.get(pid), header, header.base_offset, header.last_offset
             )
+            self._producers[pid] = entry
+            if entry.current_txn_first_offset != NO_TXN:
+                self._ongoing[pid] = entry.current_txn_first_offset
         self._map_end_offset = max(self._map_end_offset, header.next_offset)
         self._version += 1
+
+    # --- transactions -----------------------------------------------------------------------------
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, None when none is open."""
+        return min(self._ongoing.values()) if self._ongoing else None
+
+    @property
+    def ongoing(self) -> Mapping[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        return MappingProxyType(self._ongoing)
+
+    def check_marker(self, header: BatchHeader, coordinator_epoch: int) -> None:
+        """A marker from a fenced producer epoch or an older coordinator is refused."""
+        self._require_loaded()
+        entry = self._producers.get(header.producer_id)
+        if entry is None:
+            return
+        if header.producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"transaction marker for producer {header.producer_id} has epoch "
+                f"{header.producer_epoch}, older than the last seen epoch {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"transaction marker from coordinator epoch {coordinator_epoch}, older than "
+                f"{entry.coordinator_epoch}"
+            )
+
+    def apply_marker(
+        self, header: BatchHeader, commit: bool, coordinator_epoch: int
+    ) -> CompletedTxn | None:
+        """Record a commit or abort marker (``header.base_offset`` final); the transaction it
+        closed, if the producer had one open here."""
+        self._require_loaded()
+        pid = header.producer_id
+        entry = self._producers.get(pid)
+        first = NO_TXN if entry is None else entry.current_txn_first_offset
+        batches = entry.batches if entry is not None and entry.epoch == header.producer_epoch \
+            else ()
+        self._producers[pid] = ProducerEntry(
+            pid, header.producer_epoch, batches, header.max_timestamp, NO_TXN, coordinator_epoch
+        )
+        self._ongoing.pop(pid, None)
+        self._map_end_offset = max(self._map_end_offset, header.next_offset)
+        self._version += 1
+        if first == NO_TXN:
+            return None
+        return CompletedTxn(pid, first, header.base_offset, not commit)
 
     def _require_loaded(self) -> None:
         if not self._loaded:
@@ -329,16 +427,18 @@ class ProducerStateManager:
             self._delete_snapshot(old)
         return path
 
-    def load(self, log_start_offset: int, log_end_offset: int) -> int:
-        """Restore the latest valid snapshot in [log_start_offset, log_end_offset]; returns
-        the offset from which every batch up to the log end must be ``replay``ed."""
+    def load(self, log_start_offset: int, log_end_offset: int, newest: int | None = None) -> int:
+        """Restore the latest valid snapshot in [log_start_offset, log_end_offset] (and not
+        past ``newest``); returns the offset from which every batch up to the log end must be
+        ``replay``ed."""
+        newest = log_end_offset if newest is None else min(newest, log_end_offset)
         self._producers = {}
         offsets = self.snapshot_offsets()
         for offset in offsets:
             if offset > log_end_offset or offset < log_start_offset:
                 self._delete_snapshot(offset)
         start = log_start_offset
-        for offset in reversed([o for o in offsets if log_start_offset <= o <= log_end_offset]):
+        for offset in reversed([o for o in offsets if log_start_offset <= o <= newest]):
             path = self.snapshot_path(offset)
             try:
                 self._producers = _decode(path.read_bytes())
@@ -349,6 +449,8 @@ class ProducerStateManager:
             start = offset
             break
         self._map_end_offset = start
+        self._ongoing = {pid: e.current_txn_first_offset for pid, e in self._producers.items()
+                         if e.current_txn_first_offset != NO_TXN}
         self._loaded = True
         self._version += 1
         return start
@@ -366,6 +468,7 @@ class ProducerStateManager:
             if old > offset:
                 self._delete_snapshot(old)
         self._producers = {}
+        self._ongoing = {}
         self._loaded = False
         self._version += 1
 
@@ -374,6 +477,7 @@ class ProducerStateManager:
         for old in self.snapshot_offsets():
             self._delete_snapshot(old)
         self._producers = {}
+        self._ongoing = {}
         self._map_end_offset = offset
         self._loaded = True
         self._version += 1
@@ -389,7 +493,8 @@ def _encode(entries: Iterable[ProducerEntry]) -> bytes:
     entries = list(entries)
     body = bytearray(_COUNT.pack(len(entries)))
     for e in entries:
-        body += _ENTRY.pack(e.producer_id, e.epoch, e.last_timestamp, len(e.batches))
+        body += _ENTRY.pack(e.producer_id, e.epoch, e.last_timestamp,
+                            e.current_txn_first_offset, e.coordinator_epoch, len(e.batches))
         for b in e.batches:
             body += _BATCH.pack(*b)
     return _FILE_HEADER.pack(SNAPSHOT_VERSION, crc32c(body)) + body
@@ -398,7 +503,7 @@ def _encode(entries: Iterable[ProducerEntry]) -> bytes:
 def _decode(data: bytes) -> dict[int, ProducerEntry]:
     try:
         version, crc = _FILE_HEADER.unpack_from(data, 0)
-        if version != SNAPSHOT_VERSION:
+        if version not in (1, SNAPSHOT_VERSION):
             raise CorruptSnapshotError(f"unknown snapshot version {version}")
         body = memoryview(data)[_FILE_HEADER.size :]
         if crc32c(body) != crc:
@@ -407,15 +512,22 @@ def _decode(data: bytes) -> dict[int, ProducerEntry]:
         pos = _COUNT.size
         producers: dict[int, ProducerEntry] = {}
         for _ in range(count):
-            pid, epoch, last_timestamp, n = _ENTRY.unpack_from(body, pos)
-            pos += _ENTRY.size
+            if version == 1:
+                pid, epoch, last_timestamp, n = _ENTRY_V1.unpack_from(body, pos)
+                txn_first, coordinator_epoch = NO_TXN, -1
+                pos += _ENTRY_V1.size
+            else:
+                pid, epoch, last_timestamp, txn_first, coordinator_epoch, n = _ENTRY.unpack_from(
+                    body, pos)
+                pos += _ENTRY.size
             if not 0 <= n <= BATCHES_TO_RETAIN:
                 raise CorruptSnapshotError(f"producer {pid} has {n} batches")
             batches = tuple(
                 BatchMetadata(*_BATCH.unpack_from(body, pos + i * _BATCH.size)) for i in range(n)
             )
             pos += n * _BATCH.size
-            producers[pid] = ProducerEntry(pid, epoch, batches, last_timestamp)
+            producers[pid] = ProducerEntry(pid, epoch, batches, last_timestamp, txn_first,
+                                           coordinator_epoch)
     except struct.error as exc:
         raise CorruptSnapshotError(f"truncated snapshot: {exc}") from exc
     if pos != len(body):

@@ -23,6 +23,7 @@ from samsa.records.batch import (
     read_header,
 )
 from samsa.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+from samsa.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / (name + TIME_INDEX_SUFFIX + suffix), base_offset, max_index_bytes
         )
+        self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX + suffix))
         self.index_interval_bytes = index_interval_bytes
         self.bytes_since_last_index_entry = 0
         self.max_timestamp = -1
@@ -278,6 +280,7 @@ class LogSegment:
             return
         self.index.flush(fsync=True)
         self.time_index.flush(fsync=True)
+        self.txn_index.flush()
         os.fsync(self.fd)
 
     def truncate_to(self, position: int, next_offset: int, now_ms: int) -> None:
@@ -287,6 +290,7 @@ class LogSegment:
         self.next_offset = next_offset
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(next_offset)
+        self.txn_index.truncate_to(next_offset)
         self.max_timestamp = self.offset_of_max_timestamp = -1
         last = self.time_index.last_entry
         if last is not None:
@@ -306,6 +310,7 @@ class LogSegment:
         self.deleted = True
         for path in (self.log_path, self.index.path, self.time_index.path):
             path.unlink(missing_ok=True)
+        self.txn_index.delete()
 
 
 def _writev_all(fd: int, iov: Sequence[bytes | memoryview], total: int) -> None:

@@ -227,7 +227,7 @@ def test_control_batch_moves_the_epoch_only(state: ProducerStateManager) -> None
     leader = Leader(state)
     leader.append(hdr(0, 2, epoch=0))
     marker = hdr(-1, epoch=1, attributes=Attr.CONTROL | Attr.TRANSACTIONAL)
-    state.update(marker._replace(base_offset=2))
+    state.apply_marker(marker._replace(base_offset=2), commit=False, coordinator_epoch=0)
     entry = state.entry(PID)
     assert entry is not None and entry.epoch == 1 and entry.batches == ()
     with pytest.raises(OutOfOrderSequenceError):

@@ -1,0 +1,399 @@
+"""Kafka's transaction coordinator (KIP-98): transactional ids, producer epochs, markers.
+
+Every transactional id has its state in ``__transaction_state`` (Kafka's record formats,
+txn_records.py, partition ``partition_for(id)``); the broker replays it at start. The state
+machine is Kafka's::
+
+    Empty --AddPartitions/AddOffsets--> Ongoing --EndTxn--> PrepareCommit --> CompleteCommit
+                                               \\-------------> PrepareAbort  --> CompleteAbort
+    Complete* --AddPartitions--> Ongoing;  Empty/Complete* --InitProducerId--> Empty (epoch + 1)
+
+On a single node the coordinator is also every partition's leader, so WriteTxnMarkers is a
+call: EndTxn writes the Prepare state, appends the commit or abort marker to every partition of
+the transaction (``__consumer_offsets`` partitions included, which makes transactional offset
+commits visible or drops them), writes the Complete state and only then answers. A Prepare
+state found at start-up (a crash between the two writes) is completed the same way; markers
+written twice are harmless.
+
+Fencing: InitProducerId for an id bumps its epoch; an open transaction of the old epoch is first
+aborted with a bumped epoch, so the old producer's writes and EndTxn are refused. A transaction
+open longer than its timeout is aborted the same way by a timer
+(``transaction.abort.timed.out.transaction.cleanup.interval.ms``); ids idle for
+``transactional.id.expiration.ms`` are forgotten (a tombstone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+from samsa.coordinator.records import partition_for
+from samsa.coordinator.txn_records import (
+    TxnValue,
+    decode_txn_key,
+    decode_txn_value,
+    encode_txn_key,
+    encode_txn_value,
+)
+from samsa.errors import CorruptRecordError, ErrorCode, KafkaError
+from samsa.records.batch import iter_headers
+from samsa.records.record import RecordInput, decode_records, encode_batch
+
+if TYPE_CHECKING:
+    from samsa.server.kafka_server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+TXN_STATE_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+NO_PRODUCER_EPOCH = -1
+MAX_EPOCH = 2**15 - 1
+COORDINATOR_EPOCH = 0  # a single node never hands its transactional ids over
+
+
+class TxnState(IntEnum):
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def display(self) -> str:
+        """Kafka's name of the state (DescribeTransactions, ListTransactions, the tools)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+_STATE_BY_NAME = {s.display: s for s in TxnState}
+_ENDED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def state_named(name: str) -> TxnState | None:
+    return _STATE_BY_NAME.get(name)
+
+
+@dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    update_ms: int
+    start_ms: int = -1
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+
+    def value(self) -> TxnValue:
+        topics: dict[str, list[int]] = {}
+        for topic, p in self.partitions:
+            topics.setdefault(topic, []).append(p)
+        return TxnValue(self.producer_id, self.producer_epoch, self.timeout_ms, int(self.state),
+                        topics, self.update_ms, self.start_ms)
+
+
+class TransactionCoordinator:
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        c = server.config
+        self.num_partitions = c.get("transaction.state.log.num.partitions")
+        self.max_timeout_ms = c.get("transaction.max.timeout.ms")
+        self.expiration_ms = c.get("transactional.id.expiration.ms")
+        self.abort_interval_s = (
+            c.get("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        )
+        self.remove_interval_s = (
+            c.get("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
+        )
+        self.txns: dict[str, TxnMetadata] = {}
+        self._task: asyncio.Task | None = None
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Replay __transaction_state, finish transactions a crash left half-ended, start the
+        timeout timer. Runs after the group coordinator has loaded (markers reach it)."""
+        topics = self.server.topics
+        if topics is not None and topics.get(TXN_STATE_TOPIC) is not None:
+            for index in range(self.num_partitions):
+                partition = self.server.partition(TXN_STATE_TOPIC, index)
+                if partition is not None:
+                    self._load_partition(partition.log)
+        for meta in list(self.txns.values()):
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                log.info("completing transaction %r left in %s", meta.transactional_id,
+                         meta.state.display)
+                self._complete(meta, meta.state == TxnState.PREPARE_COMMIT)
+            elif meta.state == TxnState.PREPARE_EPOCH_FENCE:
+                self._complete(meta, commit=False)
+        self._task = asyncio.get_running_loop().create_task(self._timer())
+
+    def _load_partition(self, log_: object) -> None:
+        from samsa.storage.log import Log
+
+        assert isinstance(log_, Log)
+        offset = log_.log_start_offset
+        while offset < log_.log_end_offset:
+            region = log_.read(offset, 1 << 20)
+            if region is None:
+                break
+            data = memoryview(region.read())
+            for pos, header in iter_headers(data):
+                offset = header.next_offset
+                if header.is_control:
+                    continue
+                for record in decode_records(data[pos : pos + header.size]):
+                    if record.key is not None:
+                        self._apply(record.key, record.value)
+
+    def _apply(self, key: bytes, value: bytes | None) -> None:
+        try:
+            txn_id = decode_txn_key(key)
+            stored = decode_txn_value(value)
+        except CorruptRecordError as exc:
+            log.warning("skipping a %s record samsa cannot read: %s", TXN_STATE_TOPIC, exc)
+            return
+        if stored is None:
+            self.txns.pop(txn_id, None)
+            return
+        try:
+            state = TxnState(stored.status)
+        except ValueError:
+            log.warning("skipping transactional id %r with unknown status %d", txn_id,
+                        stored.status)
+            return
+        self.txns[txn_id] = TxnMetadata(
+            txn_id, stored.producer_id, stored.producer_epoch, stored.timeout_ms, state,
+            stored.last_update_ms, stored.start_ms,
+            partitions={(t, p) for t, ps in stored.partitions.items() for p in ps},
+        )
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _timer(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_removal = loop.time()
+        while True:
+            await asyncio.sleep(self.abort_interval_s)
+            try:
+                self.abort_timed_out(now_ms())
+                if loop.time() - last_removal >= self.remove_interval_s:
+                    last_removal = loop.time()
+                    self.remove_expired(now_ms())
+            except Exception:
+                log.exception("transaction coordinator timer failed; retrying at the next tick")
+
+    # --- persistence -------------------------------------------------------------------------
+
+    def _ensure_topic(self) -> None:
+        server = self.server
+        assert server.topics is not None
+        if server.topics.get(TXN_STATE_TOPIC) is None:
+            server.create_topic(
+                TXN_STATE_TOPIC, self.num_partitions,
+                {"cleanup.policy": "compact",
+                 "segment.bytes": str(server.config.get("transaction.state.log.segment.bytes"))},
+                internal=True,
+            )
+
+    def _write(self, txn_id: str, value: bytes | None) -> None:
+        self._ensure_topic()
+        partition = self.server.partition(
+            TXN_STATE_TOPIC, partition_for(txn_id, self.num_partitions)
+        )
+        assert partition is not None
+        partition.append(encode_batch([RecordInput(value, encode_txn_key(txn_id))],
+                                      timestamp=now_ms()))
+
+    def _store(self, meta: TxnMetadata, state: TxnState) -> None:
+        """Move to ``state`` and persist it (the log append is the commit point)."""
+        meta.state = state
+        meta.update_ms = now_ms()
+        self._write(meta.transactional_id, encode_txn_value(meta.value()))
+
+    # --- producer ids and epochs -------------------------------------------------------------
+
+    def _new_producer_id(self) -> int:
+        assert self.server.producer_ids is not None
+        return self.server.producer_ids.next_id()
+
+    def init_producer_id(
+        self, txn_id: str, timeout_ms: int, producer_id: int = -1, producer_epoch: int = -1
+    ) -> tuple[ErrorCode, int, int]:
+        """InitProducerId with a transactional id: (error, producer id, epoch)."""
+        if not txn_id:
+            return ErrorCode.invalid_request, -1, -1
+        if not 0 < timeout_ms <= self.max_timeout_ms:
+            return ErrorCode.invalid_transaction_timeout, -1, -1
+        meta = self.txns.get(txn_id)
+        if meta is None:
+            meta = TxnMetadata(txn_id, self._new_producer_id(), 0, timeout_ms, TxnState.EMPTY,
+                               now_ms())
+            self.txns[txn_id] = meta
+            self._store(meta, TxnState.EMPTY)
+            return ErrorCode.none, meta.producer_id, 0
+        expected = producer_id >= 0
+        if expected and producer_id != meta.producer_id:
+            return ErrorCode.producer_fenced, -1, -1
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                          TxnState.PREPARE_EPOCH_FENCE):
+            return ErrorCode.concurrent_transactions, -1, -1
+        if meta.state == TxnState.ONGOING:
+            # a new incarnation of the producer: abort the old one's transaction first, with
+            # a bumped epoch that fences the old producer everywhere the transaction wrote
+            self._fence_and_abort(meta)
+        if expected and producer_epoch != meta.producer_epoch:
+            if producer_epoch == meta.last_producer_epoch:  # a retry of a bump that succeeded
+                return ErrorCode.none, meta.producer_id, meta.producer_epoch
+            return ErrorCode.producer_fenced, -1, -1
+        last = meta.producer_epoch if expected else NO_PRODUCER_EPOCH
+        if meta.producer_epoch + 1 >= MAX_EPOCH:
+            meta.producer_id, meta.producer_epoch = self._new_producer_id(), 0
+        else:
+            meta.producer_epoch += 1
+        meta.last_producer_epoch = last
+        meta.timeout_ms = timeout_ms
+        meta.partitions = set()
+        meta.start_ms = -1
+        self._store(meta, TxnState.EMPTY)
+        return ErrorCode.none, meta.producer_id, meta.producer_epoch
+
+    def _fence_and_abort(self, meta: TxnMetadata) -> None:
+        if meta.producer_epoch + 1 < MAX_EPOCH:
+            meta.producer_epoch += 1
+        meta.last_producer_epoch = NO_PRODUCER_EPOCH
+        self._store(meta, TxnState.PREPARE_EPOCH_FENCE)
+        self._complete(meta, commit=False)
+
+    def _check_producer(
+        self, txn_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[TxnMetadata | None, ErrorCode]:
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.producer_id != producer_id:
+            return None, ErrorCode.invalid_producer_id_mapping
+        if meta.producer_epoch != producer_epoch:
+            return None, ErrorCode.producer_fenced
+        return meta, ErrorCode.none
+
+    # --- transactions ------------------------------------------------------------------------
+
+    def add_partitions(
+        self, txn_id: str, producer_id: int, producer_epoch: int,
+        partitions: list[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        meta, error = self._check_producer(txn_id, producer_id, producer_epoch)
+        if meta is not None and meta.state not in (TxnState.ONGOING, *_ENDED):
+            error = ErrorCode.concurrent_transactions
+        if meta is None or error:
+            return dict.fromkeys(partitions, error)
+        unknown = {tp for tp in partitions if self.server.partition(*tp) is None}
+        if unknown:
+            return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
+                    else ErrorCode.operation_not_attempted for tp in partitions}
+        new = set(partitions) - meta.partitions
+        if meta.state != TxnState.ONGOING:
+            meta.partitions = set()
+            meta.start_ms = now_ms()
+            new = set(partitions)
+        if new or meta.state != TxnState.ONGOING:
+            meta.partitions |= new
+            self._store(meta, TxnState.ONGOING)
+        return dict.fromkeys(partitions, ErrorCode.none)
+
+    def add_offsets(
+        self, txn_id: str, producer_id: int, producer_epoch: int, group_id: str
+    ) -> ErrorCode:
+        coordinator = self.server.group_coordinator
+        assert coordinator is not None
+        coordinator.ensure_offsets_topic()
+        tp = (OFFSETS_TOPIC, partition_for(group_id, coordinator.num_partitions))
+        return self.add_partitions(txn_id, producer_id, producer_epoch, [tp])[tp]
+
+    def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
+                commit: bool) -> ErrorCode:
+        meta, error = self._check_producer(txn_id, producer_id, producer_epoch)
+        if meta is None:
+            return error
+        state = meta.state
+        if state == TxnState.ONGOING:
+            self._store(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+            self._complete(meta, commit)
+            return ErrorCode.none
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if state == done:
+            return ErrorCode.none  # a retry of an EndTxn that succeeded
+        preparing = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if state == preparing:
+            return ErrorCode.concurrent_transactions
+        return ErrorCode.invalid_txn_state
+
+    def _complete(self, meta: TxnMetadata, commit: bool) -> None:
+        """Write the markers of a prepared transaction, then its Complete state."""
+        groups = self.server.group_coordinator
+        for topic, index in sorted(meta.partitions):
+            partition = self.server.partition(topic, index)
+            if partition is None:
+                continue  # deleted since it was added: nothing to mark
+            try:
+                partition.append_marker(meta.producer_id, meta.producer_epoch, commit,
+                                        COORDINATOR_EPOCH)
+            except KafkaError as exc:
+                log.warning("transaction %r: %s marker on %s-%d refused: %s",
+                            meta.transactional_id, "commit" if commit else "abort", topic,
+                            index, exc)
+                continue
+            if topic == OFFSETS_TOPIC and groups is not None:
+                groups.complete_txn_offsets(index, meta.producer_id, commit)
+        meta.partitions = set()
+        self._store(meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
+
+    def verify(self, txn_id: str | None, producer_id: int, producer_epoch: int, topic: str,
+               index: int) -> ErrorCode:
+        """A transactional produce (or offset commit) must come from the current epoch, inside
+        an open transaction that added its partition: otherwise its data could hang the LSO."""
+        if txn_id is None:
+            return ErrorCode.invalid_txn_state
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if meta.producer_epoch != producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        if meta.state != TxnState.ONGOING or (topic, index) not in meta.partitions:
+            return ErrorCode.invalid_txn_state
+        return ErrorCode.none
+
+    # --- timers ------------------------------------------------------------------------------
+
+    def abort_timed_out(self, at_ms: int) -> list[str]:
+        """Abort (and fence) every transaction open for longer than its timeout."""
+        aborted = []
+        for meta in list(self.txns.values()):
+            if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms < at_ms:
+                log.info("aborting transaction %r (producer %d): open for more than %d ms",
+                         meta.transactional_id, meta.producer_id, meta.timeout_ms)
+                self._fence_and_abort(meta)
+                aborted.append(meta.transactional_id)
+        return aborted
+
+    def remove_expired(self, at_ms: int) -> list[str]:
+        """Forget transactional ids without a transaction for transactional.id.expiration.ms."""
+        expired = [m.transactional_id for m in self.txns.values()
+                   if m.state in _ENDED and m.update_ms + self.expiration_ms < at_ms]
+        for txn_id in expired:
+            del self.txns[txn_id]
+            self._write(txn_id, None)
+        return expired

@@ -1,0 +1,190 @@
+"""InitProducerId (22), AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65), ListTransactions (66).
+
+The transaction coordinator (samsa/coordinator/txn_coordinator.py) does the work. As Kafka
+does, clients older than the PRODUCER_FENCED error (InitProducerId < 4, AddPartitionsToTxn,
+AddOffsetsToTxn and EndTxn < 2) get INVALID_PRODUCER_EPOCH instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from samsa.coordinator.group_coordinator import OFFSETS_TOPIC
+from samsa.coordinator.records import partition_for
+from samsa.coordinator.txn_coordinator import TransactionCoordinator, now_ms, state_named
+from samsa.errors import ErrorCode
+from samsa.handlers.registry import api
+from samsa.server.context import RequestContext
+
+log = logging.getLogger(__name__)
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+def _txns(ctx: RequestContext) -> TransactionCoordinator:
+    coordinator = ctx.server.txn_coordinator
+    assert coordinator is not None
+    return coordinator
+
+
+def _fenced(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
+    if code == ErrorCode.producer_fenced and version < first_version:
+        return ErrorCode.invalid_producer_epoch
+    return code
+
+
+@api(22, "InitProducerId", 0, 4)
+async def init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if request.transactional_id is None:
+        assert ctx.server.producer_ids is not None
+        return {"throttle_time": 0, "error_code": ErrorCode.none,
+                "producer_id": ctx.server.producer_ids.next_id(), "producer_epoch": 0}
+    code, pid, epoch = _txns(ctx).init_producer_id(
+        request.transactional_id, _ms(request.transaction_timeout),
+        getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1),
+    )
+    return {"throttle_time": 0, "error_code": _fenced(code, ctx.version, 4),
+            "producer_id": pid, "producer_epoch": epoch}
+
+
+@api(24, "AddPartitionsToTxn", 0, 3)
+async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+    codes = _txns(ctx).add_partitions(
+        request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+        request.v3_and_below_producer_epoch, wanted,
+    )
+    return {"throttle_time": 0, "results_by_topic_v3_and_below": [
+        {"name": t.name, "results_by_partition": [
+            {"partition_index": p,
+             "partition_error_code": _fenced(codes[(t.name, p)], ctx.version, 2)}
+            for p in t.partitions
+        ]}
+        for t in request.v3_and_below_topics
+    ]}
+
+
+@api(25, "AddOffsetsToTxn", 0, 3)
+async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    code = _txns(ctx).add_offsets(request.transactional_id, request.producer_id,
+                                  request.producer_epoch, request.group_id)
+    return {"throttle_time": 0, "error_code": _fenced(code, ctx.version, 2)}
+
+
+@api(26, "EndTxn", 0, 3)
+async def end_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    code = _txns(ctx).end_txn(request.transactional_id, request.producer_id,
+                              request.producer_epoch, request.committed)
+    return {"throttle_time": 0, "error_code": _fenced(code, ctx.version, 2)}
+
+
+@api(28, "TxnOffsetCommit", 0, 3)
+async def txn_offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    groups = ctx.server.group_coordinator
+    assert groups is not None
+    entries = [
+        (topic.name, p.partition_index, p.committed_offset,
+         getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+        for topic in request.topics for p in topic.partitions
+    ]
+    # the transaction must have added the group's partition (AddOffsetsToTxn) first
+    verified = _txns(ctx).verify(
+        request.transactional_id, request.producer_id, request.producer_epoch, OFFSETS_TOPIC,
+        partition_for(request.group_id, groups.num_partitions),
+    )
+    if verified != ErrorCode.none:
+        codes = {(t, p): verified for t, p, *_ in entries}
+    else:
+        codes = groups.txn_commit(
+            group_id=request.group_id, producer_id=request.producer_id,
+            producer_epoch=request.producer_epoch,
+            generation=getattr(request, "generation_id", -1),
+            member_id=getattr(request, "member_id", ""),
+            instance_id=getattr(request, "group_instance_id", None), offsets=entries,
+        )
+    return {"throttle_time": 0, "topics": [
+        {"name": topic.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": codes[(topic.name, p.partition_index)]}
+            for p in topic.partitions
+        ]}
+        for topic in request.topics
+    ]}
+
+
+@api(65, "DescribeTransactions", 0, 0)
+async def describe_transactions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    txns = _txns(ctx)
+    states = []
+    for txn_id in request.transactional_ids:
+        meta = txns.txns.get(txn_id)
+        if meta is None:
+            states.append({"error_code": ErrorCode.transactional_id_not_found,
+                           "transactional_id": txn_id, "transaction_state": "",
+                           "transaction_timeout": 0, "transaction_start_time": -1,
+                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+            continue
+        topics: dict[str, list[int]] = {}
+        for topic, p in sorted(meta.partitions):
+            topics.setdefault(topic, []).append(p)
+        states.append({
+            "error_code": ErrorCode.none, "transactional_id": txn_id,
+            "transaction_state": meta.state.display, "transaction_timeout": meta.timeout_ms,
+            "transaction_start_time": meta.start_ms, "producer_id": meta.producer_id,
+            "producer_epoch": meta.producer_epoch,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        })
+    return {"throttle_time": 0, "transaction_states": states}
+
+
+@api(66, "ListTransactions", 0, 1)
+async def list_transactions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    wanted = {state_named(name) for name in request.state_filters}
+    unknown = [name for name in request.state_filters if state_named(name) is None]
+    pids = set(request.producer_id_filters)
+    min_duration = getattr(request, "duration_filter", -1)
+    now = now_ms()
+    found = []
+    for meta in _txns(ctx).txns.values():
+        if request.state_filters and meta.state not in wanted:
+            continue
+        if pids and meta.producer_id not in pids:
+            continue
+        if min_duration >= 0 and (meta.start_ms < 0 or now - meta.start_ms < min_duration):
+            continue
+        found.append({"transactional_id": meta.transactional_id,
+                      "producer_id": meta.producer_id,
+                      "transaction_state": meta.state.display})
+    return {"throttle_time": 0, "error_code": ErrorCode.none,
+            "unknown_state_filters": unknown, "transaction_states": found}
+
+
+@api(61, "DescribeProducers", 0, 0)
+async def describe_producers(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    topics = []
+    for topic in request.topics:
+        results = []
+        for index in topic.partition_indexes:
+            partition = ctx.server.partition(topic.name, index)
+            if partition is None:
+                results.append({"partition_index": index,
+                                "error_code": ErrorCode.unknown_topic_or_partition,
+                                "error_message": None, "active_producers": []})
+                continue
+            state = partition.log.producer_state
+            results.append({
+                "partition_index": index, "error_code": ErrorCode.none, "error_message": None,
+                "active_producers": [
+                    {"producer_id": e.producer_id, "producer_epoch": e.epoch,
+                     "last_sequence": e.last_seq, "last_timestamp": e.last_timestamp,
+                     "coordinator_epoch": e.coordinator_epoch,
+                     "current_txn_start_offset": e.current_txn_first_offset}
+                    for e in state.producers.values()
+                ],
+            })
+        topics.append({"name": topic.name, "partitions": results})
+    return {"throttle_time": 0, "topics": topics}
