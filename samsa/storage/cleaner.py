@@ -18,9 +18,13 @@ A compacted log has a clean head (already compacted) and a dirty tail. One clean
 4. Tombstones (null values): the first pass that keeps one stamps its batch with a delete
    horizon (attribute bit 6, KIP-534: the base timestamp becomes now + ``delete.retention.ms``,
    record timestamps unchanged); a later pass after the horizon removes it.
-5. Each group is written to ``<base>.log.cleaned``, then swapped in by ``Log.replace_segments``
-   (``.cleaned`` -> ``.swap``, old segments deleted, ``.swap`` -> ``.log``); start-up finishes an
-   interrupted swap (``Log._load``).
+5. Transactions (cleaner_txns.py): nothing past the first unstable offset is cleanable;
+   aborted transactions' batches are removed and never mapped; markers go once no batch of
+   their transaction is left, after a delete horizon of their own.
+6. Each group is written to ``<base>.log.cleaned`` (and ``.txnindex.cleaned`` when aborted
+   transactions' markers stay), then swapped in by ``Log.replace_segments`` (``.cleaned`` ->
+   ``.swap``, old segments deleted, ``.swap`` -> ``.log``); start-up finishes an interrupted
+   swap (``Log._load``).
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ from typing import TYPE_CHECKING
 
 from samsa.records import compression
 from samsa.records.batch import HEADER_SIZE, Attr, BatchHeader
+from samsa.records.control import read_marker
 from samsa.records.record import encode_raw_batch, iter_raw_records, iter_record_keys
+from samsa.storage.cleaner_txns import TxnCleaning
 from samsa.storage.segment import INT32_MAX, LogSegment
+from samsa.storage.txn_index import write_txn_index
 
 if TYPE_CHECKING:
     from samsa.storage.log import Log
@@ -122,6 +129,9 @@ def cleanable(log_: Log, checkpoint: int | None, now_ms: int) -> Cleanable:
     segments = list(log_.segments)
     first_dirty = max(checkpoint if checkpoint is not None else 0, log_.log_start_offset)
     first_uncleanable = segments[-1].base_offset
+    unstable = log_.first_unstable_offset
+    if unstable is not None:  # an open transaction may still be aborted
+        first_uncleanable = min(first_uncleanable, unstable)
     for segment, _ in _segment_ends(segments):
         if (config.min_compaction_lag_ms > 0
                 and segment.largest_timestamp > now_ms - config.min_compaction_lag_ms):
@@ -169,12 +179,16 @@ def _payload(segment: LogSegment, pos: int, header: BatchHeader) -> bytes:
 
 
 def build_offset_map(
-    log_: Log, start: int, end: int, offset_map: OffsetMap, stats: CleanStats
+    log_: Log, start: int, end: int, offset_map: OffsetMap, stats: CleanStats,
+    txns: TxnCleaning | None = None,
 ) -> int:
-    """Fill ``offset_map`` from ``[start, end)``; returns where it stopped (exclusive)."""
+    """Fill ``offset_map`` from ``[start, end)`` (aborted transactions left out); returns
+    where it stopped (exclusive)."""
     segments = list(log_.segments)
     for segment, pos, header in _batches(segments, start, end):
         if header.is_control or header.records_count == 0:
+            continue
+        if txns is not None and txns.aborted_txn(header) is not None:
             continue
         if not offset_map.room_for(header.records_count):
             if header.base_offset <= start:
@@ -245,20 +259,30 @@ def clean_batch(
     *,
     map_end: int | None = None,
     mapped: MappedRange | None = None,
+    txns: TxnCleaning | None = None,
 ) -> bytes | None:
     """What of one batch survives cleaning: the same bytes, a rewritten batch, or None.
 
     Records at or past ``map_end`` (where the offset map stopped) are kept as they are, as
     Kafka keeps them: the map knows nothing of what follows them, tombstones included.
     ``mapped`` lets a batch of the mapped range whose offsets no key ends at be dropped
-    without reading its records."""
+    without reading its records. ``txns`` decides about transactions (cleaner_txns.py)."""
     stats.messages_read += header.records_count
     if header.is_control:
-        stats.messages_written += header.records_count
-        return segment.read_bytes(pos, header.size)
+        return _clean_marker(segment.read_bytes(pos, header.size), header, txns, now_ms,
+                             delete_retention_ms, stats)
+    aborted = txns is not None and txns.on_batch(header)
     if header.records_count == 0:  # an empty batch lives while it is its producer's last
         if producer_last_offsets.get(header.producer_id) == header.last_offset:
             return segment.read_bytes(pos, header.size)
+        return None
+    if aborted:
+        if producer_last_offsets.get(header.producer_id) == header.last_offset:
+            payload = _payload(segment, pos, header)
+            return encode_raw_batch(
+                header, payload, [], base_timestamp=header.base_timestamp,
+                attributes=header.attributes & ~Attr.CODEC_MASK & ~Attr.DELETE_HORIZON,
+            )
         return None
     if (
         mapped is not None
@@ -318,6 +342,42 @@ def clean_batch(
                             attributes=attributes, max_timestamp=max_timestamp)
 
 
+def _clean_marker(
+    data: bytes, header: BatchHeader, txns: TxnCleaning | None, now_ms: int,
+    delete_retention_ms: int, stats: CleanStats,
+) -> bytes | None:
+    """A transaction marker stays, gets its delete horizon, or goes after it."""
+    marker = read_marker(data) if txns is not None else None
+    if marker is None or txns is None or not txns.on_marker(header, marker):
+        stats.messages_written += header.records_count
+        return data
+    if header.attributes & Attr.DELETE_HORIZON:
+        if now_ms >= header.base_timestamp:
+            return None
+        stats.note_horizon(header.base_timestamp)
+        stats.messages_written += header.records_count
+        return data
+    horizon = min(now_ms + delete_retention_ms, LONG_MAX)
+    stats.note_horizon(horizon)
+    stats.messages_written += header.records_count
+    payload = compression.decompress(header.compression, memoryview(data)[HEADER_SIZE:])
+    records = list(iter_raw_records(payload, header.records_count))
+    return encode_raw_batch(header, payload, records, base_timestamp=horizon,
+                            attributes=header.attributes | Attr.DELETE_HORIZON,
+                            max_timestamp=header.max_timestamp)
+
+
+def txn_cleaning(log_: Log) -> TxnCleaning:
+    """The transactions of ``log_`` as a cleaning pass needs them (read off the event loop:
+    list() copies in one step)."""
+    aborted = [t for s in list(log_.segments) for t in list(s.txn_index.entries)]
+    last_markers = {
+        pid: (entry.epoch, entry.batches[-1].last_offset if entry.batches else -1)
+        for pid, entry in list(log_.producer_state.producers.items())
+    }
+    return TxnCleaning(aborted, last_markers)
+
+
 def write_cleaned(
     log_: Log,
     group: list[LogSegment],
@@ -326,9 +386,11 @@ def write_cleaned(
     stats: CleanStats,
     map_end: int | None = None,
     mapped: MappedRange | None = None,
+    txns: TxnCleaning | None = None,
 ) -> Path:
     """Write the cleaned form of ``group`` to ``<first base>.log.cleaned`` with its
-    ``.index.cleaned`` and ``.timeindex.cleaned`` (fsynced); returns the log file's path."""
+    ``.index.cleaned``, ``.timeindex.cleaned`` and, when aborted transactions stay,
+    ``.txnindex.cleaned`` (fsynced); returns the log file's path."""
     producer_last_offsets = {  # list(): one step, while the event loop may add producers
         pid: entry.batches[-1].last_offset
         for pid, entry in list(log_.producer_state.producers.items())
@@ -347,12 +409,14 @@ def write_cleaned(
             for pos, header in segment.scan(0):
                 kept = clean_batch(segment, pos, header, offset_map, now_ms, retention,
                                    producer_last_offsets, stats, map_end=map_end,
-                                   mapped=mapped)
+                                   mapped=mapped, txns=txns)
                 if kept is not None:
                     out.write(kept)
                     stats.bytes_written += len(kept)
             stats.segments_cleaned += 1
         building.recover()  # its indexes, built here rather than on the event loop
+        if txns is not None:
+            write_txn_index(building.txn_index.path, txns.take_index_entries())
         building.flush()
         building.file.close()
     except BaseException:
@@ -381,13 +445,14 @@ def clean_log(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     stats = CleanStats()
     offset_map.offsets.clear()
-    end = build_offset_map(log_, first_dirty, first_uncleanable, offset_map, stats)
+    txns = txn_cleaning(log_)
+    end = build_offset_map(log_, first_dirty, first_uncleanable, offset_map, stats, txns)
     stats.end_offset = end
     mapped = MappedRange(first_dirty, end, sorted(offset_map.offsets.values()))
     for group in group_segments(list(log_.segments), end, log_.config.segment_bytes):
         if log_.deleted:
             break
-        cleaned = write_cleaned(log_, group, offset_map, now, stats, end, mapped)
+        cleaned = write_cleaned(log_, group, offset_map, now, stats, end, mapped, txns)
 
         def replace(group: list[LogSegment] = group, cleaned: Path = cleaned) -> bool:
             return log_.replace_segments(group, cleaned)

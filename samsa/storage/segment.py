@@ -152,6 +152,7 @@ class LogSegment:
             os.ftruncate(self.fd, pos)
         self.size = pos
         self.next_offset = expected
+        self.txn_index.truncate_to(expected)
         if self.max_timestamp >= 0:  # as at a roll: the last entry holds the largest timestamp
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.index.flush()
