@@ -19,7 +19,9 @@ from samsa.config import parse_properties
 from samsa.errors import KafkaError
 from samsa.pipeline.cli import pipeline
 from samsa.records.batch import Attr, BatchHeader, iter_headers
+from samsa.records.control import read_marker
 from samsa.records.record import decode_records
+from samsa.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from samsa.tools import COMMANDS
 
 
@@ -73,10 +75,18 @@ async def _serve(props: dict[str, str]) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--print-data-log", is_flag=True, help="Print each record's key, value and headers.")
 def dump_log(files: tuple[Path, ...], print_data_log: bool) -> None:
-    """Print the batches (and records) of segment .log files, as kafka-dump-log does."""
+    """Print the batches (and records) of segment .log files, or the entries of .txnindex
+    files, as kafka-dump-log does."""
     for path in files:
         if not path.is_file():
             raise click.UsageError(f"no such segment file: {path}")
+        if path.suffix == TXN_INDEX_SUFFIX:
+            click.echo(f"Dumping {path}")
+            for t in TransactionIndex(path).entries:
+                click.echo(f"version: 0 producerId: {t.producer_id} firstOffset: "
+                           f"{t.first_offset} lastOffset: {t.last_offset} lastStableOffset: "
+                           f"{t.last_stable_offset}")
+            continue
         data = path.read_bytes()
         click.echo(f"Dumping {path}")
         end = 0
@@ -101,6 +111,15 @@ def dump_log(files: tuple[Path, ...], print_data_log: bool) -> None:
                     for r in decode_records(memoryview(data)[pos:end]):
                         headers = ",".join(f"{k}:{v!r}" for k, v in r.headers)
                         timestamp = h.max_timestamp if h.log_append_time else r.timestamp
+                        if h.is_control:
+                            marker = read_marker(memoryview(data)[pos:end])
+                            if marker is not None:
+                                click.echo(
+                                    f"| offset: {r.offset} {time_type}: {timestamp}"
+                                    f" endTxnMarker: {'COMMIT' if marker.commit else 'ABORT'}"
+                                    f" coordinatorEpoch: {marker.coordinator_epoch}"
+                                )
+                                continue
                         click.echo(
                             f"| offset: {r.offset} {time_type}: {timestamp}"
                             f" key: {r.key!r} payload: {r.value!r} headers: [{headers}]"

@@ -7,6 +7,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,24 @@ def test_unknown_codec_in_a_damaged_batch_gives_one_stderr_line(tmp_path: Path) 
     if result.returncode != 0:
         lines = result.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("samsa:"), result.stderr
+
+
+def test_dump_log_shows_markers_and_the_transaction_index(tmp_path: Path) -> None:
+    """A transaction's marker prints as kafka-dump-log prints it (endTxnMarker, coordinator
+    epoch), and a .txnindex file prints its aborted transactions."""
+    log = Log(tmp_path / "t-0")
+    log.append(encode_batch([RecordInput(b"v", b"k")], producer_id=3, producer_epoch=0,
+                            base_sequence=0, transactional=True,
+                            timestamp=time.time_ns() // 1_000_000))
+    log.append_marker(3, 0, False, 5)
+    log.close()
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    result = samsa("dump-log", "--print-data-log", segment)
+    assert result.returncode == 0, result.stderr
+    assert "isTransactional: true isControl: true" in result.stdout
+    assert "| offset: 1 CreateTime:" in result.stdout
+    assert "endTxnMarker: ABORT coordinatorEpoch: 5" in result.stdout
+    result = samsa("dump-log", segment.with_suffix(".txnindex"))
+    assert result.returncode == 0, result.stderr
+    assert ("version: 0 producerId: 3 firstOffset: 0 lastOffset: 1 lastStableOffset: 2"
+            in result.stdout)
