@@ -29,7 +29,10 @@ class Partition:
         """read_committed consumers stop here: before the oldest open transaction."""
         unstable = self.log.first_unstable_offset
         high_watermark = self.high_watermark
-        return high_watermark if unstable is None else min(unstable, high_watermark)
+        if unstable is None:
+            return high_watermark
+        # an open transaction's start may be gone with DeleteRecords or retention
+        return max(min(unstable, high_watermark), self.log.log_start_offset)
 
     def append_marker(
         self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int

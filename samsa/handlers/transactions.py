@@ -1,5 +1,6 @@
 """InitProducerId (22), AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
-TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65), ListTransactions (66).
+WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65),
+ListTransactions (66).
 
 The transaction coordinator (samsa/coordinator/txn_coordinator.py) does the work. As Kafka
 does, clients older than the PRODUCER_FENCED error (InitProducerId < 4, AddPartitionsToTxn,
@@ -14,7 +15,7 @@ from typing import Any
 from samsa.coordinator.group_coordinator import OFFSETS_TOPIC
 from samsa.coordinator.records import partition_for
 from samsa.coordinator.txn_coordinator import TransactionCoordinator, now_ms, state_named
-from samsa.errors import ErrorCode
+from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.registry import api
 from samsa.server.context import RequestContext
 
@@ -188,3 +189,35 @@ async def describe_producers(ctx: RequestContext, request: Any) -> dict[str, Any
             })
         topics.append({"name": topic.name, "partitions": results})
     return {"throttle_time": 0, "topics": topics}
+
+
+@api(27, "WriteTxnMarkers", 1, 1)
+async def write_txn_markers(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    """Markers sent by a coordinator elsewhere, or by an admin aborting a hanging transaction
+    (kafka-transactions abort). On one node the coordinator writes its own markers directly."""
+    groups = ctx.server.group_coordinator
+    results = []
+    for marker in request.markers:
+        topics = []
+        for topic in marker.topics:
+            parts = []
+            for index in topic.partition_indexes:
+                partition = ctx.server.partition(topic.name, index)
+                code = ErrorCode.none
+                if partition is None:
+                    code = ErrorCode.unknown_topic_or_partition
+                else:
+                    try:
+                        partition.append_marker(marker.producer_id, marker.producer_epoch,
+                                                marker.transaction_result,
+                                                marker.coordinator_epoch)
+                    except KafkaError as exc:
+                        code = exc.code
+                    else:
+                        if topic.name == OFFSETS_TOPIC and groups is not None:
+                            groups.complete_txn_offsets(index, marker.producer_id,
+                                                        marker.transaction_result)
+                parts.append({"partition_index": index, "error_code": code})
+            topics.append({"name": topic.name, "partitions": parts})
+        results.append({"producer_id": marker.producer_id, "topics": topics})
+    return {"markers": results}
