@@ -641,23 +641,19 @@ class GroupCoordinator:
     ) -> dict[tuple[str, int], ErrorCode]:
         """TxnOffsetCommit: offsets written with the producer's id and epoch as a transactional
         batch, applied when the transaction's marker reaches the group's partition."""
-        group = self.groups.get(group_id)
-        failure = None
-        if group is not None and group.state == GroupState.DEAD:
+        group = self.groups.get(group_id) or self._new_group(group_id)
+        failure = None  # Kafka's GroupCoordinator.doTxnCommitOffsets, in its order
+        if group.state == GroupState.DEAD:
             failure = ErrorCode.coordinator_not_available
-        elif group is not None and member_id:
+        elif member_id:
             try:
                 self._check_member(group, member_id, instance_id)
             except KafkaError as exc:
                 failure = exc.code
-            else:
-                if generation >= 0 and generation != group.generation:
-                    failure = ErrorCode.illegal_generation
-        elif member_id and generation >= 0:
-            failure = ErrorCode.unknown_member_id
+        if failure is None and generation >= 0 and generation != group.generation:
+            failure = ErrorCode.illegal_generation
         if failure is not None:
             return {(t, p): failure for t, p, *_ in offsets}
-        group = group or self._new_group(group_id)
         results: dict[tuple[str, int], ErrorCode] = {}
         records, pending = [], {}
         stamp = now_ms()

@@ -334,8 +334,11 @@ def _java_hash(s: str) -> int:
 
 
 def partition_for(group: str, partitions: int) -> int:
-    """The __consumer_offsets partition of a group: Utils.abs(group.hashCode()) % partitions,
-    where Utils.abs(n) is n & 0x7fffffff."""
+    """The __consumer_offsets (or __transaction_state) partition of a group (or transactional
+    id): Utils.abs(id.hashCode()) % partitions, where Utils.abs is Math.abs except that
+    Integer.MIN_VALUE gives 0 (not n & 0x7fffffff, which differs for negative hashes)."""
     if partitions <= 0:
         raise ValueError(f"partitions must be positive, got {partitions}")
-    return (_java_hash(group) & 0x7FFFFFFF) % partitions
+    h = _java_hash(group)
+    signed = h - (1 << 32) if h & 0x80000000 else h
+    return (0 if signed == -(1 << 31) else abs(signed)) % partitions

@@ -295,15 +295,15 @@ class TransactionCoordinator:
         self, txn_id: str, producer_id: int, producer_epoch: int,
         partitions: list[tuple[str, int]],
     ) -> dict[tuple[str, int], ErrorCode]:
+        unknown = {tp for tp in partitions if self.server.partition(*tp) is None}
+        if unknown:  # checked first, as Kafka's KafkaApis does
+            return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
+                    else ErrorCode.operation_not_attempted for tp in partitions}
         meta, error = self._check_producer(txn_id, producer_id, producer_epoch)
         if meta is not None and meta.state not in (TxnState.ONGOING, *_ENDED):
             error = ErrorCode.concurrent_transactions
         if meta is None or error:
             return dict.fromkeys(partitions, error)
-        unknown = {tp for tp in partitions if self.server.partition(*tp) is None}
-        if unknown:
-            return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
-                    else ErrorCode.operation_not_attempted for tp in partitions}
         new = set(partitions) - meta.partitions
         if meta.state != TxnState.ONGOING:
             meta.partitions = set()

@@ -113,6 +113,10 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
     listener = ctx.server.advertised[0]
     node = {"node_id": ctx.server.broker_id, "host": listener.host, "port": listener.port,
             "error_code": NONE, "error_message": None}
+    if getattr(request, "key_type", 0) not in (0, 1):  # 0 group, 1 transaction
+        node = {"node_id": -1, "host": "", "port": -1,
+                "error_code": ErrorCode.invalid_request,
+                "error_message": f"unknown coordinator key type {request.key_type}"}
     if ctx.version < 4:
         return {"throttle_time": 0, **node}
     return {

@@ -63,12 +63,16 @@ def _append(
         header = read_header(records)
         txns = ctx.server.txn_coordinator
         assert txns is not None
+        if txn_id is None:  # Kafka refuses these before anything else
+            return _partition_result(
+                index, ErrorCode.transactional_id_authorization_failed,
+                message="transactional records in a produce request without a transactional id",
+            )
         code = txns.verify(txn_id, header.producer_id, header.producer_epoch, topic, index)
         if code != ErrorCode.none:
-            return _partition_result(index, code, message=(
-                "transactional batch without a transactional id" if txn_id is None else
-                f"transaction verification failed for {txn_id!r}"
-            ))
+            return _partition_result(
+                index, code, message=f"transaction verification failed for {txn_id!r}"
+            )
     try:
         info = partition.append(records)
     except KafkaError as exc:

@@ -27,9 +27,14 @@ def _ms_to_timedelta(value: Any) -> Any:
     return datetime.timedelta(milliseconds=value) if isinstance(value, int) else value
 
 
+# Kafka writes -1 for "no time": kio writes this datetime as -1 (and cannot take None for a
+# field that is not nullable).
+_NO_TIME = datetime.datetime.fromtimestamp(-0.001, tz=_UTC)
+
+
 def _ms_to_datetime(value: Any) -> Any:
     if isinstance(value, int):
-        return None if value < 0 else datetime.datetime.fromtimestamp(value / 1000, tz=_UTC)
+        return _NO_TIME if value < 0 else datetime.datetime.fromtimestamp(value / 1000, tz=_UTC)
     return value
 
 

@@ -447,11 +447,13 @@ class Reader:
 
 
 def java_partition_for(group: str, partitions: int = 50) -> int:
-    """Utils.abs(group.hashCode()) % partitions for an ASCII group id."""
+    """Utils.abs(group.hashCode()) % partitions for an ASCII group id: Math.abs of the signed
+    hash, 0 for Integer.MIN_VALUE."""
     h = 0
     for ch in group:
         h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return (h & 0x7FFFFFFF) % partitions
+    signed = h - (1 << 32) if h & 0x80000000 else h
+    return (0 if signed == -(1 << 31) else abs(signed)) % partitions
 
 
 # --- brokers and connections ----------------------------------------------------------------
