@@ -50,6 +50,10 @@ DEFAULT_POLL_TIMEOUT_MS = 60_000
 #: so with the default it idles about half the time (bench/spark_bench.py: 2x the rows/s).
 #: queued.max.messages.kbytes (64 MiB) still bounds the memory.
 TASK_CLIENT_DEFAULTS = {"queued.min.messages": "1000000"}
+#: what both the driver's and the tasks' consumers default to: Spark's Kafka source reads with
+#: the Java consumer's read_uncommitted unless kafka.isolation.level says otherwise, while
+#: librdkafka's own default is read_committed
+CLIENT_DEFAULTS = {"isolation.level": "read_uncommitted"}
 #: timeout of the driver's metadata and offset requests
 DRIVER_TIMEOUT_S = 30.0
 
@@ -313,6 +317,7 @@ def _driver_consumer(params: Mapping[str, str]) -> Any:
     return Consumer(
         {
             "group.id": f"samsa-spark-driver-{uuid.uuid4()}",
+            **CLIENT_DEFAULTS,
             **params,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -543,6 +548,7 @@ def read_range(
     consumer = Consumer(
         {
             "group.id": f"samsa-spark-task-{uuid.uuid4()}",
+            **CLIENT_DEFAULTS,
             **TASK_CLIENT_DEFAULTS,
             **params,
             "enable.auto.commit": False,
@@ -614,6 +620,11 @@ def read_range(
                 break
             if progressed:
                 last_progress = time.monotonic()
+                # past markers or aborted records at the end of the range: no record will
+                # reach ``end - 1``, so do not wait for one
+                pos = consumer.position([TopicPartition(rng.topic, rng.partition)])[0].offset
+                if pos >= rng.end:
+                    break
                 continue
             # nothing new: past the markers at the end of the range, or at the high watermark?
             consumer_pos = consumer.position([TopicPartition(rng.topic, rng.partition)])[0].offset

@@ -227,8 +227,7 @@ class ProducerAppendBatch:
         current = self._scratch.get(pid, committed)
         _check_epoch(current, header)
         if (not header.is_transactional and current is not None
-                and current.current_txn_first_offset != NO_TXN
-                and current.epoch == header.producer_epoch):
+                and current.current_txn_first_offset != NO_TXN):
             raise InvalidTxnStateError(
                 f"expected a transactional write from producer {pid}: its transaction "
                 f"is still open on this partition"
