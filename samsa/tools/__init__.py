@@ -1,8 +1,8 @@
 """Kafka's command-line tools as ``samsa`` subcommands, built on confluent-kafka.
 
 ``samsa topics`` (kafka-topics.sh), ``samsa configs`` (kafka-configs.sh), ``samsa produce``
-(kafka-console-producer.sh), ``samsa consume`` (kafka-console-consumer.sh) and ``samsa groups``
-(kafka-consumer-groups.sh).
+(kafka-console-producer.sh), ``samsa consume`` (kafka-console-consumer.sh), ``samsa groups``
+(kafka-consumer-groups.sh) and ``samsa transactions`` (kafka-transactions.sh).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from samsa.tools.configs import configs
 from samsa.tools.console import consume, produce
 from samsa.tools.groups import groups
 from samsa.tools.topics import topics
+from samsa.tools.transactions import transactions
 
-COMMANDS: tuple[click.Command, ...] = (topics, configs, produce, consume, groups)
+COMMANDS: tuple[click.Command, ...] = (topics, configs, produce, consume, groups, transactions)
 
-__all__ = ["COMMANDS", "configs", "consume", "groups", "produce", "topics"]
+__all__ = ["COMMANDS", "configs", "consume", "groups", "produce", "topics", "transactions"]

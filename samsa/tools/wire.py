@@ -1,5 +1,6 @@
-"""Kafka's OffsetDelete over a socket of samsa's own, for ``samsa groups --delete-offsets``:
-confluent-kafka has no binding for that API. PLAINTEXT listeners only."""
+"""Kafka requests over a socket of samsa's own, for the APIs confluent-kafka has no binding
+for: OffsetDelete (``samsa groups --delete-offsets``) and the transaction admin APIs
+(``samsa transactions``). PLAINTEXT listeners only."""
 
 from __future__ import annotations
 
@@ -61,11 +62,12 @@ def error_text(code: int) -> str:
 
 
 class Wire:
-    """A blocking PLAINTEXT connection for the one request confluent-kafka lacks."""
+    """A blocking PLAINTEXT connection for the requests confluent-kafka lacks."""
 
-    def __init__(self, host: str, port: int, deadline: float) -> None:
+    def __init__(self, host: str, port: int, deadline: float, client_id: str = CLIENT_ID) -> None:
         self.address = f"{host}:{port}"
         self.deadline = deadline
+        self.client_id = client_id
         self._correlation = itertools.count(1)
         try:
             self.sock = socket.create_connection(
@@ -92,7 +94,7 @@ class Wire:
     def _remaining(self) -> float:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            raise ToolError("REQUEST_TIMED_OUT: no answer from the group coordinator in time")
+            raise ToolError(f"REQUEST_TIMED_OUT: no answer from {self.address} in time")
         return remaining
 
     def version(self, api_key: int, lowest: int, highest: int, name: str) -> int:
@@ -105,12 +107,15 @@ class Wire:
             )
         return chosen
 
-    def request(self, api_key: int, version: int, body: Any) -> Any:
+    def request(
+        self, api_key: int, version: int, body: Any, response_schema: type | None = None
+    ) -> Any:
+        """Send ``body``, read the answer (as ``response_schema`` when given: a variant of
+        kio's schema, e.g. for fields kio cannot read as Kafka writes them)."""
         correlation = next(self._correlation)
-        schema = type(body)
-        header = schema.__header_schema__(
+        header = type(body).__header_schema__(
             request_api_key=api_key, request_api_version=version,
-            correlation_id=correlation, client_id=CLIENT_ID,
+            correlation_id=correlation, client_id=self.client_id,
         )
         payload = encode_message(header) + encode_message(body)
         try:
@@ -122,11 +127,18 @@ class Wire:
             raise ToolError(
                 f"no answer from {self.address}: {getattr(exc, 'strerror', None) or exc}"
             ) from exc
-        response_schema = load_response_schema(api_key, version)
-        response_header, used = entity_reader(response_schema.__header_schema__)(frame, 0)
-        if response_header.correlation_id != correlation:
-            raise ToolError(f"{self.address} answered out of order")
-        response, _ = entity_reader(response_schema)(frame, used)
+        schema = response_schema or load_response_schema(api_key, version)
+        try:
+            response_header, used = entity_reader(schema.__header_schema__)(frame, 0)
+            if response_header.correlation_id != correlation:
+                raise ToolError(f"{self.address} answered out of order")
+            response, _ = entity_reader(schema)(frame, used)
+        except ToolError:
+            raise
+        except Exception as exc:  # a malformed answer: one line, not a traceback
+            raise ToolError(
+                f"cannot read the answer of {self.address} (api key {api_key} v{version}): {exc}"
+            ) from exc
         return response
 
     def _read(self, size: int) -> bytes:
