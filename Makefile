@@ -8,7 +8,7 @@ APT_PACKAGES := kcat
 # Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
 JAVA_PACKAGE := openjdk-17-jre-headless
 
-.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-cleaner bench-storage clean
+.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,9 @@ bench-cleaner: setup
 
 bench-storage: setup
 	$(BIN)/python bench/storage_bench.py
+
+bench-txn: setup
+	$(BIN)/python bench/txn_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
