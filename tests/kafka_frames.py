@@ -1,11 +1,14 @@
-"""Raw Kafka request frames for the protocol-level tests: kio entities built from dicts, and
-size-prefixed frames encoded and decoded at any version (shared by tests/clients and
-tests/groups_protocol)."""
+"""Raw Kafka request frames for the protocol-level tests: kio entities built from dicts,
+size-prefixed frames encoded and decoded at any version, and ``FrameClient``, a blocking
+connection that sends and receives them (shared by tests/clients, tests/groups_protocol and
+tests/transactions)."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
+import socket
 import struct
 import types
 import typing
@@ -88,3 +91,84 @@ def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]
     end = used + size
     assert end == len(frame), f"{len(frame) - end} bytes left after the {schema.__name__}"
     return header.correlation_id, body
+
+
+class ConnectionClosed(Exception):
+    pass
+
+
+class FrameClient:
+    """A blocking Kafka protocol connection for tests: explicit frames, explicit versions."""
+
+    def __init__(self, address: tuple[str, int] | str, timeout: float = 10.0) -> None:
+        if isinstance(address, str):
+            host, port = address.split(",")[0].rsplit(":", 1)
+            address = (host, int(port))
+        self.address = address
+        self.sock = socket.create_connection(address, timeout=timeout)
+        self.sock.settimeout(timeout)
+        self._corr = itertools.count(1)
+
+    def __enter__(self) -> FrameClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    # frames
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _read_exactly(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionClosed(f"connection closed after {len(buf)} of {n} bytes")
+            buf += chunk
+        return bytes(buf)
+
+    def recv_frame(self, timeout: float | None = None) -> bytes:
+        """The next response frame (without its size); socket.timeout if none comes."""
+        old = self.sock.gettimeout()
+        if timeout is not None:
+            self.sock.settimeout(timeout)
+        try:
+            (size,) = _SIZE.unpack(self._read_exactly(4))
+            return self._read_exactly(size)
+        finally:
+            self.sock.settimeout(old)
+
+    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
+        """True when the broker closes the connection (EOF or reset) within ``timeout``;
+        False when it stays open and silent. Any data received first is an error."""
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(65536)
+        except TimeoutError:
+            return False
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        assert data == b"", f"expected the connection to close, got {len(data)} bytes"
+        return True
+
+    # requests
+
+    def send(self, api_key: int, version: int, body: Any, correlation_id: int | None = None,
+             client_id: str | None = "raw") -> int:
+        corr = next(self._corr) if correlation_id is None else correlation_id
+        self.send_bytes(encode_request(api_key, version, body, corr, client_id))
+        return corr
+
+    def recv(self, api_key: int, version: int, timeout: float | None = None) -> tuple[int, Any]:
+        return decode_response(api_key, version, self.recv_frame(timeout))
+
+    def request(self, api_key: int, version: int, body: Any, timeout: float | None = None) -> Any:
+        corr = self.send(api_key, version, body)
+        got, response = self.recv(api_key, version, timeout)
+        assert got == corr, f"correlation id {got}, expected {corr}"
+        return response

@@ -159,15 +159,8 @@ class GroupCoordinator:
     # --- persistence -------------------------------------------------------------------------
 
     def ensure_offsets_topic(self) -> None:
-        server = self.server
-        assert server.topics is not None
-        if server.topics.get(OFFSETS_TOPIC) is None:
-            server.create_topic(
-                OFFSETS_TOPIC, self.num_partitions,
-                {"cleanup.policy": "compact",
-                 "segment.bytes": str(server.config.get("offsets.topic.segment.bytes"))},
-                internal=True,
-            )
+        self.server.ensure_internal_topic(OFFSETS_TOPIC, self.num_partitions,
+                                          self.server.config.get("offsets.topic.segment.bytes"))
 
     def _write(self, group_id: str, records: list[RecordInput]) -> None:
         """Append records to the group's __consumer_offsets partition (acks=all on one node)."""
@@ -595,7 +588,19 @@ class GroupCoordinator:
         if failure is not None:
             return {(t, p): failure for t, p, *_ in offsets}
         group = self.groups.get(group_id) or self._new_group(group_id)
+        results, values, records = self._offset_records(group_id, offsets)
+        group.offsets.update(values)
+        self._write(group_id, records)
+        return results
+
+    def _offset_records(
+        self, group_id: str, offsets: list[tuple[str, int, int, int, str | None]]
+    ) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], OffsetValue],
+               list[RecordInput]]:
+        """Check each (topic, partition, offset, leader epoch, metadata): (error per partition,
+        the values to store, their __consumer_offsets records)."""
         results: dict[tuple[str, int], ErrorCode] = {}
+        values: dict[tuple[str, int], OffsetValue] = {}
         records = []
         stamp = now_ms()
         for topic, partition, offset, epoch, metadata in offsets:
@@ -605,13 +610,11 @@ class GroupCoordinator:
             if metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
                 results[(topic, partition)] = ErrorCode.offset_metadata_too_large
                 continue
-            value = OffsetValue(offset, epoch, metadata or "", stamp)
-            group.offsets[(topic, partition)] = value
-            records.append(RecordInput(encode_offset_value(value),
+            values[(topic, partition)] = OffsetValue(offset, epoch, metadata or "", stamp)
+            records.append(RecordInput(encode_offset_value(values[(topic, partition)]),
                                        encode_offset_key(OffsetKey(group_id, topic, partition))))
             results[(topic, partition)] = ErrorCode.none
-        self._write(group_id, records)
-        return results
+        return results, values, records
 
     def _commit_check(
         self, group: Group | None, generation: int, member_id: str, instance_id: str | None,
@@ -654,27 +657,13 @@ class GroupCoordinator:
             failure = ErrorCode.illegal_generation
         if failure is not None:
             return {(t, p): failure for t, p, *_ in offsets}
-        results: dict[tuple[str, int], ErrorCode] = {}
-        records, pending = [], {}
-        stamp = now_ms()
-        for topic, partition, offset, epoch, metadata in offsets:
-            if self.server.partition(topic, partition) is None:
-                results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
-                continue
-            if metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
-                results[(topic, partition)] = ErrorCode.offset_metadata_too_large
-                continue
-            value = OffsetValue(offset, epoch, metadata or "", stamp)
-            pending[(topic, partition)] = value
-            records.append(RecordInput(encode_offset_value(value),
-                                       encode_offset_key(OffsetKey(group_id, topic, partition))))
-            results[(topic, partition)] = ErrorCode.none
+        results, pending, records = self._offset_records(group_id, offsets)
         if records:
             self.ensure_offsets_topic()
             index = partition_for(group_id, self.num_partitions)
             partition = self.server.partition(OFFSETS_TOPIC, index)
             assert partition is not None
-            batch = encode_batch(records, timestamp=stamp, producer_id=producer_id,
+            batch = encode_batch(records, timestamp=now_ms(), producer_id=producer_id,
                                  producer_epoch=producer_epoch, transactional=True)
             try:
                 partition.append(batch, internal=True)

@@ -199,19 +199,11 @@ class TransactionCoordinator:
 
     # --- persistence -------------------------------------------------------------------------
 
-    def _ensure_topic(self) -> None:
-        server = self.server
-        assert server.topics is not None
-        if server.topics.get(TXN_STATE_TOPIC) is None:
-            server.create_topic(
-                TXN_STATE_TOPIC, self.num_partitions,
-                {"cleanup.policy": "compact",
-                 "segment.bytes": str(server.config.get("transaction.state.log.segment.bytes"))},
-                internal=True,
-            )
-
     def _write(self, txn_id: str, value: bytes | None) -> None:
-        self._ensure_topic()
+        self.server.ensure_internal_topic(
+            TXN_STATE_TOPIC, self.num_partitions,
+            self.server.config.get("transaction.state.log.segment.bytes"),
+        )
         partition = self.server.partition(
             TXN_STATE_TOPIC, partition_for(txn_id, self.num_partitions)
         )

@@ -11,14 +11,11 @@ from samsa.coordinator.group_coordinator import GroupCoordinator
 from samsa.errors import ErrorCode
 from samsa.handlers.metadata import OPERATIONS_NOT_REQUESTED
 from samsa.handlers.registry import api
+from samsa.protocol.build import to_ms
 from samsa.server.context import RequestContext
 
 # Without ACLs every group operation is allowed: READ, DELETE, DESCRIBE.
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
-
-
-def _ms(value: Any) -> int:
-    return int(value.total_seconds() * 1000)
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
@@ -34,7 +31,7 @@ def _client_host(ctx: RequestContext) -> str:
 
 @api(11, "JoinGroup", 0, 9)
 async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    session_ms = _ms(request.session_timeout)
+    session_ms = to_ms(request.session_timeout)
     result = await _coordinator(ctx).join(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -42,7 +39,7 @@ async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
         protocol_type=request.protocol_type,
         protocols=[(p.name, p.metadata) for p in request.protocols],
         session_ms=session_ms,
-        rebalance_ms=_ms(request.rebalance_timeout) if ctx.version >= 1 else session_ms,
+        rebalance_ms=to_ms(request.rebalance_timeout) if ctx.version >= 1 else session_ms,
         client_id=ctx.client_id,
         client_host=_client_host(ctx),
         version=ctx.version,

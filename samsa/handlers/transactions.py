@@ -17,13 +17,10 @@ from samsa.coordinator.records import partition_for
 from samsa.coordinator.txn_coordinator import TransactionCoordinator, now_ms, state_named
 from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.registry import api
+from samsa.protocol.build import to_ms
 from samsa.server.context import RequestContext
 
 log = logging.getLogger(__name__)
-
-
-def _ms(value: Any) -> int:
-    return int(value.total_seconds() * 1000)
 
 
 def _txns(ctx: RequestContext) -> TransactionCoordinator:
@@ -45,7 +42,7 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": ErrorCode.none,
                 "producer_id": ctx.server.producer_ids.next_id(), "producer_epoch": 0}
     code, pid, epoch = _txns(ctx).init_producer_id(
-        request.transactional_id, _ms(request.transaction_timeout),
+        request.transactional_id, to_ms(request.transaction_timeout),
         getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1),
     )
     return {"throttle_time": 0, "error_code": _fenced(code, ctx.version, 4),

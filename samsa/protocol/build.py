@@ -23,6 +23,11 @@ from kio.schema.errors import ErrorCode
 _UTC = datetime.UTC
 
 
+def to_ms(value: datetime.timedelta) -> int:
+    """A request's kio timedelta (a ``*_ms`` field) as Kafka's milliseconds."""
+    return int(value.total_seconds() * 1000)
+
+
 def _ms_to_timedelta(value: Any) -> Any:
     return datetime.timedelta(milliseconds=value) if isinstance(value, int) else value
 

@@ -328,6 +328,14 @@ class KafkaServer:
         self._open_topic_partitions(topic)
         return topic
 
+    def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int) -> None:
+        """A coordinator's compacted internal topic, created on first use."""
+        assert self.topics is not None
+        if self.topics.get(name) is None:
+            self.create_topic(name, partitions, {"cleanup.policy": "compact",
+                                                 "segment.bytes": str(segment_bytes)},
+                              internal=True)
+
     def delete_topic(self, name: str) -> None:
         assert self.topics is not None
         topic = self.topics.delete(name)

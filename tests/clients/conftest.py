@@ -6,15 +6,18 @@ Every wait here is bounded: sockets have timeouts and ``wait_for`` gives up afte
 from __future__ import annotations
 
 import itertools
-import socket
-import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_frames import decode_response, encode_request
+from kafka_frames import (  # the rest is re-exported to the test modules
+    ConnectionClosed,  # noqa: F401
+    FrameClient,
+    decode_response,  # noqa: F401
+    encode_request,  # noqa: F401
+)
 
 import samsa
 from samsa.records.batch import iter_headers
@@ -24,7 +27,6 @@ from samsa.records.record import Record, RecordInput, decode_records, encode_bat
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 18, 22, 23
 
-_SIZE = struct.Struct(">i")
 BASE_TIME_MS = 1_700_000_000_000
 
 
@@ -114,85 +116,8 @@ def decode_all(data: bytes | None) -> list[Record]:
 # --- raw protocol ------------------------------------------------------------------------------
 
 
-class ConnectionClosed(Exception):
-    pass
-
-
-class RawClient:
-    """A blocking Kafka protocol connection for tests: explicit frames, explicit versions."""
-
-    def __init__(self, address: tuple[str, int] | str, timeout: float = 10.0) -> None:
-        if isinstance(address, str):
-            host, port = address.split(",")[0].rsplit(":", 1)
-            address = (host, int(port))
-        self.address = address
-        self.sock = socket.create_connection(address, timeout=timeout)
-        self.sock.settimeout(timeout)
-        self._corr = itertools.count(1)
-
-    def __enter__(self) -> RawClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.sock.close()
-
-    # frames
-
-    def send_bytes(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def _read_exactly(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionClosed(f"connection closed after {len(buf)} of {n} bytes")
-            buf += chunk
-        return bytes(buf)
-
-    def recv_frame(self, timeout: float | None = None) -> bytes:
-        """The next response frame (without its size); socket.timeout if none comes."""
-        old = self.sock.gettimeout()
-        if timeout is not None:
-            self.sock.settimeout(timeout)
-        try:
-            (size,) = _SIZE.unpack(self._read_exactly(4))
-            return self._read_exactly(size)
-        finally:
-            self.sock.settimeout(old)
-
-    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
-        """True when the broker closes the connection (EOF or reset) within ``timeout``;
-        False when it stays open and silent. Any data received first is an error."""
-        self.sock.settimeout(timeout)
-        try:
-            data = self.sock.recv(65536)
-        except TimeoutError:
-            return False
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        assert data == b"", f"expected the connection to close, got {len(data)} bytes"
-        return True
-
-    # requests
-
-    def send(self, api_key: int, version: int, body: Any, correlation_id: int | None = None,
-             client_id: str | None = "raw") -> int:
-        corr = next(self._corr) if correlation_id is None else correlation_id
-        self.send_bytes(encode_request(api_key, version, body, corr, client_id))
-        return corr
-
-    def recv(self, api_key: int, version: int, timeout: float | None = None) -> tuple[int, Any]:
-        return decode_response(api_key, version, self.recv_frame(timeout))
-
-    def request(self, api_key: int, version: int, body: Any, timeout: float | None = None) -> Any:
-        corr = self.send(api_key, version, body)
-        got, response = self.recv(api_key, version, timeout)
-        assert got == corr, f"correlation id {got}, expected {corr}"
-        return response
+class RawClient(FrameClient):
+    """FrameClient with the requests the client tests send, at the versions clients pick."""
 
     # the APIs the tests use, with the versions librdkafka / kafka-python pick
 

@@ -11,8 +11,6 @@ split records.
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import socket
 import struct
 import time
 from collections.abc import Iterator, Sequence
@@ -20,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_frames import decode_response, encode_request
+from kafka_frames import FrameClient, encode_request
 from kio.schema.errors import ErrorCode
 
 import samsa
@@ -229,64 +227,11 @@ def decode_describe_transactions(frame: bytes) -> tuple[int, list[TxnDescription
 # --- the raw client ------------------------------------------------------------------------------
 
 
-class ConnectionClosed(Exception):
-    pass
-
-
-class Raw:
-    """One blocking Kafka connection: explicit frames at explicit versions."""
+class Raw(FrameClient):
+    """FrameClient with the requests these tests send."""
 
     def __init__(self, port: int, timeout: float = WAIT_S) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.sock.settimeout(timeout)
-        self._corr = itertools.count(1)
-
-    def __enter__(self) -> Raw:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.sock.close()
-
-    # frames
-
-    def send_bytes(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def _read_exactly(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionClosed(f"connection closed after {len(buf)} of {n} bytes")
-            buf += chunk
-        return bytes(buf)
-
-    def recv_frame(self) -> bytes:
-        (size,) = _SIZE.unpack(self._read_exactly(4))
-        return self._read_exactly(size)
-
-    def closed_by_peer(self, timeout: float = 5.0) -> bool:
-        """True when the broker closes the connection within ``timeout`` without sending
-        anything; False when it stays open and silent."""
-        self.sock.settimeout(timeout)
-        try:
-            data = self.sock.recv(65536)
-        except TimeoutError:
-            return False
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        assert data == b"", f"expected the connection to close, got {len(data)} bytes"
-        return True
-
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        corr = next(self._corr)
-        self.send_bytes(encode_request(api_key, version, body, corr))
-        got, response = decode_response(api_key, version, self.recv_frame())
-        assert got == corr, f"correlation id {got}, expected {corr}"
-        return response
+        super().__init__(("127.0.0.1", port), timeout)
 
     # topics and data
 
@@ -1188,7 +1133,7 @@ def test_truncated_request_closes_only_its_connection(broker: samsa.Broker, clie
     whole = encode_request(api_key, version, body, 7)
     with Raw(broker.port) as victim:
         victim.send_bytes(_reframe(whole[4:-3]))
-        assert victim.closed_by_peer()
+        assert victim.is_closed_by_peer()
     assert client.init_pid("still-here").error_code == NONE
     _check_broker_serves(broker.port, "after-truncated")
 
@@ -1211,7 +1156,7 @@ def test_huge_array_count_closes_only_its_connection(broker: samsa.Broker, clien
     with Raw(broker.port) as victim:
         started = time.monotonic()
         victim.send_bytes(_reframe(patched))
-        assert victim.closed_by_peer()
+        assert victim.is_closed_by_peer()
         assert time.monotonic() - started < 5
     assert client.init_pid("still-here").error_code == NONE
     _check_broker_serves(broker.port, "after-huge")
@@ -1231,6 +1176,6 @@ def test_huge_nested_array_and_null_array_close_the_connection(broker: samsa.Bro
                     null[4:-4] + b"\xff\xff\xff\xff"):
         with Raw(broker.port) as victim:
             victim.send_bytes(_reframe(payload))
-            assert victim.closed_by_peer()
+            assert victim.is_closed_by_peer()
     assert client.init_pid("still-here").error_code == NONE
     _check_broker_serves(broker.port, "after-nested")
