@@ -62,9 +62,21 @@ class Group:
     pending_members: dict[str, tuple[float, int]] = field(default_factory=dict)
     pending_sync: set[str] = field(default_factory=set)  # joined this generation, not synced
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
-    # transactional offset commits not yet committed or aborted: producer id -> offsets
-    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetValue]] = field(
+    # where each committed offset's record is in __consumer_offsets: a transaction's offsets
+    # apply at its commit only over older values (Kafka's CommitRecordMetadataAndOffset)
+    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    # transactional offset commits not yet committed or aborted:
+    # producer id -> {partition: (offset, position of its record)}
+    pending_txn_offsets: dict[int, dict[tuple[str, int], tuple[OffsetValue, int]]] = field(
         default_factory=dict)
+
+    def set_offset(self, tp: tuple[str, int], value: OffsetValue, position: int) -> None:
+        self.offsets[tp] = value
+        self.offset_positions[tp] = position
+
+    def drop_offset(self, tp: tuple[str, int]) -> OffsetValue | None:
+        self.offset_positions.pop(tp, None)
+        return self.offsets.pop(tp, None)
     state_timestamp: int = -1  # ms when the state last changed (offset expiry counts from it)
     rebalance_deadline: asyncio.TimerHandle | None = None
     initial_join_until: float = 0.0  # loop time until which an empty group's first join waits

@@ -65,6 +65,12 @@ class GroupCoordinator:
         self.retention_ms = c.get("offsets.retention.minutes") * 60_000
         self.retention_check_s = c.get("offsets.retention.check.interval.ms") / 1000
         self.groups: dict[str, Group] = {}
+        # (__consumer_offsets partition, producer id) -> groups with offsets pending in that
+        # producer's transaction (Kafka's openGroupsForProducer)
+        self._txn_groups: dict[tuple[int, int], set[str]] = {}
+        # while loading: the (group, key) pairs already read from the group's own partition
+        self._loaded_at_home: set[tuple[str, object]] = set()
+        self._loading: int | None = None
         self._task: asyncio.Task | None = None
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -75,7 +81,10 @@ class GroupCoordinator:
             for index in range(self.num_partitions):
                 partition = self.server.partition(OFFSETS_TOPIC, index)
                 if partition is not None:
+                    self._loading = index
                     self._load_partition(partition.log)
+            self._loading = None
+            self._loaded_at_home.clear()
         loop = asyncio.get_running_loop()
         for group in self.groups.values():
             for member in group.members.values():
@@ -101,29 +110,45 @@ class GroupCoordinator:
                 pid = header.producer_id if header.is_transactional else None
                 for record in decode_records(batch):
                     if record.key is not None:
-                        self._apply(record.key, record.value, pid)
+                        self._apply(record.key, record.value, record.offset, pid)
 
-    def _apply(self, key_bytes: bytes, value: bytes | None, txn_pid: int | None = None) -> None:
+    def _apply(self, key_bytes: bytes, value: bytes | None, position: int,
+               txn_pid: int | None = None) -> None:
         try:
-            self._apply_record(key_bytes, value, txn_pid)
+            self._apply_record(key_bytes, value, position, txn_pid)
         except CorruptRecordError as exc:  # e.g. record types of newer Kafka versions
             log.warning("skipping a %s record samsa cannot read: %s", OFFSETS_TOPIC, exc)
 
-    def _apply_record(self, key_bytes: bytes, value: bytes | None, txn_pid: int | None) -> None:
+    def _superseded(self, group: str, key: object) -> bool:
+        """While loading: a record outside its group's own partition (written before samsa
+        placed groups exactly as Kafka does) loses to what that partition holds."""
+        if self._loading is None:
+            return False
+        if partition_for(group, self.num_partitions) == self._loading:
+            self._loaded_at_home.add((group, key))
+            return False
+        return (group, key) in self._loaded_at_home
+
+    def _apply_record(self, key_bytes: bytes, value: bytes | None, position: int,
+                      txn_pid: int | None) -> None:
         key = decode_key(key_bytes)
         if isinstance(key, OffsetKey):
+            tp = (key.topic, key.partition)
+            if self._superseded(key.group, tp):
+                return
             group = self.groups.get(key.group) or self._new_group(key.group)
             committed = decode_offset_value(value)
-            tp = (key.topic, key.partition)
             if txn_pid is not None:  # waits for its transaction's marker
                 if committed is not None:
-                    group.pending_txn_offsets.setdefault(txn_pid, {})[tp] = committed
+                    self._add_pending(group, txn_pid, {tp: (committed, position)})
             elif committed is None:
-                group.offsets.pop(tp, None)
+                group.drop_offset(tp)
             else:
-                group.offsets[tp] = committed
+                group.set_offset(tp, committed, position)
             return
         assert isinstance(key, GroupKey)
+        if self._superseded(key.group, None):
+            return
         stored = decode_group_value(value)
         if stored is None:
             self.groups.pop(key.group, None)
@@ -162,15 +187,16 @@ class GroupCoordinator:
         self.server.ensure_internal_topic(OFFSETS_TOPIC, self.num_partitions,
                                           self.server.config.get("offsets.topic.segment.bytes"))
 
-    def _write(self, group_id: str, records: list[RecordInput]) -> None:
-        """Append records to the group's __consumer_offsets partition (acks=all on one node)."""
+    def _write(self, group_id: str, records: list[RecordInput]) -> int:
+        """Append records to the group's __consumer_offsets partition (acks=all on one node);
+        the offset of the first (-1 when there is none)."""
         if not records:
-            return
+            return -1
         self.ensure_offsets_topic()
         index = partition_for(group_id, self.num_partitions)
         partition = self.server.partition(OFFSETS_TOPIC, index)
         assert partition is not None
-        partition.append(encode_batch(records, timestamp=now_ms()))
+        return partition.append(encode_batch(records, timestamp=now_ms())).first_offset
 
     def _group_record(self, group: Group) -> RecordInput:
         members = [
@@ -589,8 +615,9 @@ class GroupCoordinator:
             return {(t, p): failure for t, p, *_ in offsets}
         group = self.groups.get(group_id) or self._new_group(group_id)
         results, values, records = self._offset_records(group_id, offsets)
-        group.offsets.update(values)
-        self._write(group_id, records)
+        first = self._write(group_id, records)
+        for i, (tp, value) in enumerate(values.items()):
+            group.set_offset(tp, value, first + i)
         return results
 
     def _offset_records(
@@ -666,24 +693,35 @@ class GroupCoordinator:
             batch = encode_batch(records, timestamp=now_ms(), producer_id=producer_id,
                                  producer_epoch=producer_epoch, transactional=True)
             try:
-                partition.append(batch, internal=True)
+                first = partition.append(batch, internal=True).first_offset
             except KafkaError as exc:  # a fenced producer epoch
                 return {tp: (exc.code if code == ErrorCode.none else code)
                         for tp, code in results.items()}
-            group.pending_txn_offsets.setdefault(producer_id, {}).update(pending)
+            self._add_pending(group, producer_id, {
+                tp: (value, first + i) for i, (tp, value) in enumerate(pending.items())
+            })
         return results
+
+    def _add_pending(self, group: Group, producer_id: int,
+                     offsets: dict[tuple[str, int], tuple[OffsetValue, int]]) -> None:
+        group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+        index = partition_for(group.group_id, self.num_partitions)
+        self._txn_groups.setdefault((index, producer_id), set()).add(group.group_id)
 
     def complete_txn_offsets(self, index: int, producer_id: int, commit: bool) -> None:
         """A transaction's marker reached __consumer_offsets partition ``index``: its pending
-        offsets there become committed offsets, or are dropped."""
-        for group in self.groups.values():
-            if producer_id not in group.pending_txn_offsets:
+        offsets there become committed offsets (where nothing newer was committed since), or
+        are dropped."""
+        for group_id in self._txn_groups.pop((index, producer_id), ()):
+            group = self.groups.get(group_id)
+            if group is None:
                 continue
-            if partition_for(group.group_id, self.num_partitions) != index:
+            pending = group.pending_txn_offsets.pop(producer_id, {})
+            if not commit:
                 continue
-            pending = group.pending_txn_offsets.pop(producer_id)
-            if commit:
-                group.offsets.update(pending)
+            for tp, (value, position) in pending.items():
+                if group.offset_positions.get(tp, -1) < position:
+                    group.set_offset(tp, value, position)
 
     def unstable_offsets(self, group_id: str) -> set[tuple[str, int]]:
         """Partitions with a transactional offset commit still pending (KIP-447)."""
@@ -719,7 +757,7 @@ class GroupCoordinator:
             if subscribed is None or topic in subscribed:
                 results[(topic, partition)] = ErrorCode.group_subscribed_to_topic
                 continue
-            if group.offsets.pop((topic, partition), None) is not None:
+            if group.drop_offset((topic, partition)) is not None:
                 records.append(RecordInput(None, encode_offset_key(
                     OffsetKey(group_id, topic, partition))))
             results[(topic, partition)] = ErrorCode.none
@@ -746,8 +784,9 @@ class GroupCoordinator:
             records = [RecordInput(None, encode_offset_key(OffsetKey(group.group_id, t, p)))
                        for t, p in doomed]
             for tp in doomed:
-                del group.offsets[tp]
-            if group.state == GroupState.EMPTY and not group.offsets:
+                group.drop_offset(tp)
+            if (group.state == GroupState.EMPTY and not group.offsets
+                    and not group.pending_txn_offsets):  # Kafka's hasOffsets counts pending
                 records.append(RecordInput(None, encode_group_key(GroupKey(group.group_id))))
                 group.transition(GroupState.DEAD, at_ms)
                 del self.groups[group.group_id]

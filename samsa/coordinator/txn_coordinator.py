@@ -130,14 +130,18 @@ class TransactionCoordinator:
                 partition = self.server.partition(TXN_STATE_TOPIC, index)
                 if partition is not None:
                     self._load_partition(partition.log)
+        self.complete_prepared()
+        self._task = asyncio.get_running_loop().create_task(self._timer())
+
+    def complete_prepared(self) -> None:
+        """Finish every transaction whose Prepare state is written but whose markers are not
+        (a crash, or a marker write that failed): at start-up and on every timer tick."""
         for meta in list(self.txns.values()):
-            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                              TxnState.PREPARE_EPOCH_FENCE):
                 log.info("completing transaction %r left in %s", meta.transactional_id,
                          meta.state.display)
-                self._complete(meta, meta.state == TxnState.PREPARE_COMMIT)
-            elif meta.state == TxnState.PREPARE_EPOCH_FENCE:
-                self._complete(meta, commit=False)
-        self._task = asyncio.get_running_loop().create_task(self._timer())
+                self._complete_or_retry(meta, meta.state == TxnState.PREPARE_COMMIT)
 
     def _load_partition(self, log_: object) -> None:
         from samsa.storage.log import Log
@@ -190,6 +194,7 @@ class TransactionCoordinator:
         while True:
             await asyncio.sleep(self.abort_interval_s)
             try:
+                self.complete_prepared()
                 self.abort_timed_out(now_ms())
                 if loop.time() - last_removal >= self.remove_interval_s:
                     last_removal = loop.time()
@@ -248,6 +253,8 @@ class TransactionCoordinator:
             # a new incarnation of the producer: abort the old one's transaction first, with
             # a bumped epoch that fences the old producer everywhere the transaction wrote
             self._fence_and_abort(meta)
+            if meta.state != TxnState.COMPLETE_ABORT:  # markers not written yet: retry later
+                return ErrorCode.concurrent_transactions, -1, -1
         if expected and producer_epoch != meta.producer_epoch:
             if producer_epoch == meta.last_producer_epoch:  # a retry of a bump that succeeded
                 return ErrorCode.none, meta.producer_id, meta.producer_epoch
@@ -269,7 +276,7 @@ class TransactionCoordinator:
             meta.producer_epoch += 1
         meta.last_producer_epoch = NO_PRODUCER_EPOCH
         self._store(meta, TxnState.PREPARE_EPOCH_FENCE)
-        self._complete(meta, commit=False)
+        self._complete_or_retry(meta, commit=False)
 
     def _check_producer(
         self, txn_id: str, producer_id: int, producer_epoch: int
@@ -323,7 +330,9 @@ class TransactionCoordinator:
         state = meta.state
         if state == TxnState.ONGOING:
             self._store(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
-            self._complete(meta, commit)
+            # the Prepare record is the commit point: from here the outcome is decided, and a
+            # failed marker write is retried by the timer, as Kafka's marker channel retries
+            self._complete_or_retry(meta, commit)
             return ErrorCode.none
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if state == done:
@@ -332,6 +341,13 @@ class TransactionCoordinator:
         if state == preparing:
             return ErrorCode.concurrent_transactions
         return ErrorCode.invalid_txn_state
+
+    def _complete_or_retry(self, meta: TxnMetadata, commit: bool) -> None:
+        try:
+            self._complete(meta, commit)
+        except OSError as exc:
+            log.error("transaction %r: writing its %s markers failed (%s); retrying at the next "
+                      "tick", meta.transactional_id, "commit" if commit else "abort", exc)
 
     def _complete(self, meta: TxnMetadata, commit: bool) -> None:
         """Write the markers of a prepared transaction, then its Complete state."""

@@ -120,10 +120,10 @@ class _FetchPlan:
         if region is not None:
             result["records"] = region
             if self.read_committed:
-                # the aborted transactions overlapping what a fetch below the LSO can return
+                # the aborted transactions overlapping the batches returned
                 result["aborted_transactions"] = [
                     {"producer_id": t.producer_id, "first_offset": t.first_offset}
-                    for t in log.collect_aborted_txns(p.fetch_offset, upper)
+                    for t in log.collect_aborted_txns(p.fetch_offset, log.offset_after(region))
                 ]
         return result
 

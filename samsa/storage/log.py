@@ -215,7 +215,8 @@ class Log:
         for segment in self.segments[first:]:
             origin = segment.index.lookup(start) if segment.base_offset <= start else 0
             for pos, header in segment.scan(origin):
-                if header.base_offset < start or header.producer_id < 0:
+                # a batch across the start (DeleteRecords cut through it) still counts
+                if header.last_offset < start or header.producer_id < 0:
                     continue
                 if header.is_control:
                     marker = read_marker(segment.read_bytes(pos, header.size))
@@ -420,6 +421,19 @@ class Log:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction (None: none is open)."""
         return self.producer_state.first_unstable_offset()
+
+    def offset_after(self, region: FileRegion) -> int:
+        """The offset that follows the batches of ``region`` (a read_committed fetch asks
+        for the aborted transactions up to there)."""
+        end = region.position + region.length
+        for i, segment in enumerate(self.segments):
+            if segment.file is region.file:
+                if end < segment.size:
+                    header = segment._header_at(end)
+                    if header is not None:
+                        return header.base_offset
+                return self._bases[i + 1] if i + 1 < len(self._bases) else self.log_end_offset
+        return self.log_end_offset
 
     def collect_aborted_txns(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
         """The aborted transactions a read_committed fetch of [fetch_offset, upper) needs."""

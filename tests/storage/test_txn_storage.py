@@ -697,3 +697,45 @@ def test_transactions_against_model(tmp_path: Path) -> None:
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         ),
     )
+
+
+# --- found in review ----------------------------------------------------------------------------
+
+
+def test_fetch_gets_only_the_aborted_transactions_its_batches_overlap(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """A read_committed fetch of the first batch is told about the aborted transaction that
+    batch belongs to, not about every aborted transaction up to the LSO."""
+    log = new_log(tmp_path, clock)
+    producer = Producer(10)
+    for _ in range(50):
+        log.append(producer.batch(2))
+        log.append_marker(producer.pid, producer.epoch, False, COORDINATOR_EPOCH)
+    assert len(all_entries(log)) == 50
+    first = log.read(0, 1)  # one batch (KIP-74: the first batch goes out whole)
+    assert first is not None
+    assert log.offset_after(first) == 2
+    assert [t.first_offset for t in log.collect_aborted_txns(0, log.offset_after(first))] == [0]
+    whole = log.read(0, 1 << 30)
+    assert whole is not None and log.offset_after(whole) == log.log_end_offset
+    assert len(log.collect_aborted_txns(0, log.offset_after(whole))) == 50
+
+
+def test_open_transaction_cut_by_delete_records_survives_a_crash(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """DeleteRecords inside the batch that opened a transaction, then a crash: the replay
+    still sees that batch, so the transaction is open after the restart and its abort is
+    indexed."""
+    log = new_log(tmp_path, clock)
+    log.append(make_batch(5))
+    producer = Producer(11)
+    log.append(producer.batch(10))  # offsets 5..14, opens the transaction
+    log.delete_records_before(10)
+    log = reopen(log, clean=False, recovery_point=0)
+    assert log.first_unstable_offset == 5
+    log.append_marker(producer.pid, producer.epoch, False, COORDINATOR_EPOCH)
+    assert [(t.first_offset, t.last_offset) for t in log.collect_aborted_txns(10, 16)] == [
+        (5, 15)
+    ]

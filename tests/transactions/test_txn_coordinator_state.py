@@ -166,3 +166,37 @@ def test_transaction_state_is_compacted(tmp_path: Path) -> None:
         after = coordinator.txns["many-txns"]
         assert (after.producer_id, after.producer_epoch, after.state) == state
         assert len(read_all(broker, "many", 1, "read_committed")) == 150
+
+
+def test_a_failed_marker_write_is_retried(tmp_path: Path) -> None:
+    """EndTxn's outcome is decided once Prepare is written: when writing a marker fails (the
+    disk is full, say) the client still gets its answer and the coordinator retries the
+    markers on its next tick, until the transaction completes."""
+    config = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 100}
+    with samsa.Broker(tmp_path / "d", config=config) as broker:
+        create_topic(broker, "retry", 1)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers,
+                             "transactional.id": "retry-id"})
+        producer.init_transactions(15)
+        producer.begin_transaction()
+        producer.produce("retry", b"kept", partition=0)
+        producer.flush(15)
+        partition = broker.server.partition("retry", 0)
+        assert partition is not None
+        real = partition.append_marker
+        failures = []
+
+        def full_disk(*args: Any) -> None:
+            if not failures:
+                failures.append(args)
+                raise OSError(28, "No space left on device")
+            real(*args)
+
+        partition.append_marker = full_disk  # type: ignore[method-assign]
+        producer.commit_transaction(15)
+        assert failures, "the marker write was never attempted"
+        coordinator = broker.server.txn_coordinator
+        assert coordinator is not None
+        wait_for(lambda: coordinator.txns["retry-id"].state == TxnState.COMPLETE_COMMIT,
+                 timeout=10, what="the commit to complete on a later tick")
+        assert read_all(broker, "retry", 1, "read_committed") == ["kept"]
