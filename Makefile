@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Debian packages the tests need (kcat: a real CLI client).
-APT_PACKAGES := kcat
+# Debian packages the tests need (kcat: a real CLI client; zookeeper: the cluster's coordinator).
+APT_PACKAGES := kcat zookeeper
 # Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
 JAVA_PACKAGE := openjdk-17-jre-headless
 

@@ -23,10 +23,9 @@ read or write has a path helper here and an ``encode_*`` (dataclass -> bytes) / 
 * ``/latest_producer_id_block``: ``{"version":1,"broker":N,"block_start":"0",
   "block_end":"999"}``, empty until the first block is taken
 
-Encoders write what Kafka 3.x writes, byte for byte: compact JSON (Jackson, no spaces, non-ASCII
-as UTF-8) with the keys in the order Kafka's Scala 2.13 build emits them (the iteration order
-of the Scala/Java map each ZkData encoder builds; see ``_scala_map_order`` and friends). Key
-order carries no meaning and decoders never depend on it.
+Encoders write the fields Kafka 3.x writes as compact JSON (Jackson's form: no spaces,
+non-ASCII as UTF-8). Key order carries no meaning (Kafka's own maps iterate in hash order) and
+decoders never depend on it.
 
 Decoders are strict about what they need (required fields present, JSON types exactly as Kafka
 writes them: an ``Int`` field must be a JSON integer in int32 range, never a float or a string)
@@ -278,101 +277,6 @@ def sequence_number(path: str, prefix: str) -> str:
 # --------------------------------------------------------------------------------------------
 # Key order: how Kafka's Scala 2.13 / Java maps iterate, so our bytes equal Kafka's
 # --------------------------------------------------------------------------------------------
-
-_M32 = 0xFFFFFFFF
-
-
-def _java_hash(s: str) -> int:
-    """``String.hashCode`` (over UTF-16 code units), as an unsigned 32-bit value."""
-    h = 0
-    units = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & _M32
-    return h
-
-
-def _signed(h: int) -> int:
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def _hashmap_spread(h: int) -> int:
-    """``h ^ (h >>> 16)``: Scala 2.13 mutable.HashMap.improveHash and Java HashMap.hash."""
-    return (h ^ (h >> 16)) & _M32
-
-
-def _champ_improve(h: int) -> int:
-    """scala.collection.Hashing.improve, used by the 2.13 immutable HashMap (CHAMP)."""
-    h = (h + (~(h << 9) & _M32)) & _M32
-    h ^= h >> 14
-    h = (h + (h << 4)) & _M32
-    return h ^ (h >> 10)
-
-
-def _scala_table_size(initial_entries: int, total: int) -> int:
-    """Table length of a 2.13 ``mutable.HashMap`` made by ``mutable.Map(e1..ek)`` (k =
-    ``initial_entries``, 0 for ``mutable.Map()``) and then grown to ``total`` entries by ``+=``.
-    ``HashMap.from`` sizes it ``tableSizeFor((k + 1) / 0.75)`` (16 when k == 0); ``put0`` doubles
-    it when ``size + 1 >= (length * 0.75).toInt``."""
-    cap = int((initial_entries + 1) / 0.75) if initial_entries > 0 else 16
-    n = 1 << ((max(cap - 1, 4)).bit_length() - 1)  # Integer.highestOneBit((cap - 1) max 4)
-    n = min(n * 2, 1 << 30)
-    for size in range(initial_entries, total):
-        if size + 1 >= int(n * 0.75):
-            n *= 2
-    return n
-
-
-def _scala_mutable_order(keys: Iterable[str], initial_entries: int) -> list[str]:
-    """Iteration order of a 2.13 ``mutable.HashMap``: by bucket (``improveHash & (len - 1)``),
-    and within a bucket by the (signed) improved hash, ties in insertion order."""
-    keys = list(keys)
-    n = _scala_table_size(initial_entries, len(keys))
-    decorated = []
-    for i, k in enumerate(keys):
-        h = _hashmap_spread(_java_hash(k))
-        decorated.append((h & (n - 1), _signed(h), i, k))
-    return [k for *_, k in sorted(decorated)]
-
-
-def _champ_order(keys: list[str], shift: int = 0) -> list[str]:
-    """Iteration order of a 2.13 immutable ``HashMap`` (CHAMP trie): a node's inline entries by
-    5-bit hash fragment, then its sub-nodes (colliding fragments) in fragment order."""
-    if shift >= 32:  # full hash collision: a collision node keeps insertion order
-        return keys
-    groups: dict[int, list[str]] = {}
-    for k in keys:
-        groups.setdefault((_champ_improve(_java_hash(k)) >> shift) & 31, []).append(k)
-    order = [g[0] for _, g in sorted(groups.items()) if len(g) == 1]
-    for _, g in sorted(groups.items()):
-        if len(g) > 1:
-            order += _champ_order(g, shift + 5)
-    return order
-
-
-def _scala_map_order(keys: Iterable[str]) -> list[str]:
-    """Iteration order of an immutable Scala 2.13 ``Map(...)``: Map1-Map4 keep insertion order,
-    five entries or more make a CHAMP ``HashMap``."""
-    keys = list(keys)
-    return keys if len(keys) <= 4 else _champ_order(keys)
-
-
-def _java_hashmap_order(keys: Iterable[str], *, concurrent: bool = False) -> list[str]:
-    """Iteration order of a ``java.util.HashMap`` (``concurrent=False``) or of the
-    ``ConcurrentHashMap`` inside a ``java.util.Properties`` (``concurrent=True``), both filled
-    one entry at a time from a 16-slot table: by bucket ``(h ^ h >>> 16) & (n - 1)``, ties in
-    insertion order. A HashMap doubles when its size passes 3/4 of the table, a
-    ConcurrentHashMap when its size reaches it."""
-    keys = list(keys)
-    n = 16
-    while len(keys) > n * 3 // 4 or (concurrent and len(keys) == n * 3 // 4):
-        n *= 2
-    return [k for _, _, k in sorted(
-        ((_hashmap_spread(_java_hash(k)) & (n - 1), i, k) for i, k in enumerate(keys)))]
-
-
-def _ordered(values: Mapping[str, Any], order: list[str]) -> dict[str, Any]:
-    return {k: values[k] for k in order}
-
 
 def _dump(obj: Any) -> bytes:
     """Jackson's compact output: no whitespace, non-ASCII as UTF-8, control characters escaped."""
@@ -743,12 +647,11 @@ def encode_broker_info(b: BrokerInfo) -> bytes:
         "jmx_port": b.jmx_port,
         "timestamp": str(ts),
     }
-    initial = len(values)
     if b.rack is not None and b.version >= 3:
         values["rack"] = b.rack
     if b.version >= 4:
         protocols = {e.listener_name: e.security_protocol for e in b.endpoints}  # toMap
-        values["listener_security_protocol_map"] = _ordered(protocols, _scala_map_order(protocols))
+        values["listener_security_protocol_map"] = protocols
     if b.version >= 5:
         for name, rng in b.features.items():
             if not 0 <= rng.min_version <= rng.max_version <= 0x7FFF:
@@ -756,8 +659,8 @@ def encode_broker_info(b: BrokerInfo) -> bytes:
         values["features"] = {  # Collectors.toMap (HashMap) of mkMap (LinkedHashMap)
             name: {"min_version": b.features[name].min_version,
                    "max_version": b.features[name].max_version}
-            for name in _java_hashmap_order(b.features)}
-    return _dump(_ordered(values, _scala_mutable_order(values, initial)))
+            for name in b.features}
+    return _dump(values)
 
 
 def decode_broker_info(broker_id: int, data: bytes, *, path: str | None = None) -> BrokerInfo:
@@ -876,23 +779,18 @@ def encode_topic_assignment(t: TopicAssignment) -> bytes:
     if t.version == 1:
         if adding or removing or t.topic_id is not None:
             raise ValueError("a v1 topic znode has only partitions")
-        return _dump({"version": 1, "partitions": _mutable_int_map(replicas)})
+        return _dump({"version": 1, "partitions": replicas})
     values: dict[str, Any] = {
         "version": t.version,
-        "partitions": _mutable_int_map(replicas),
-        "adding_replicas": _mutable_int_map(adding),
-        "removing_replicas": _mutable_int_map(removing),
+        "partitions": replicas,
+        "adding_replicas": adding,
+        "removing_replicas": removing,
     }
     if t.topic_id is not None:
         if t.version < 3:
             raise ValueError("topic_id needs a v3 topic znode")
         values["topic_id"] = kafka_uuid_to_string(t.topic_id)
-    return _dump(_ordered(values, _scala_mutable_order(values, 4)))
-
-
-def _mutable_int_map(m: dict[str, list[int]]) -> dict[str, list[int]]:
-    """A ``mutable.Map[String, ...]()`` filled with ``+=``, in its iteration order."""
-    return _ordered(m, _scala_mutable_order(m, 0))
+    return _dump(values)
 
 
 def decode_topic_assignment(data: bytes, *, path: str = f"{TOPICS_PATH}/<topic>"
@@ -971,7 +869,7 @@ def encode_partition_state(s: PartitionState) -> bytes:
     }
     if s.leader_recovery_state != LEADER_RECOVERY_RECOVERED:
         values["leader_recovery_state"] = s.leader_recovery_state
-    return _dump(_ordered(values, _scala_map_order(values)))
+    return _dump(values)
 
 
 def decode_partition_state(data: bytes, *, path: str = f"{TOPICS_PATH}/<topic>/partitions/<p>"
@@ -1002,12 +900,11 @@ class EntityConfig:
 
 
 def encode_entity_config(c: EntityConfig) -> bytes:
-    """``{"version":1,"config":{"k":"v",...}}``; the keys in a ``java.util.Properties``' order."""
+    """``{"version":1,"config":{"k":"v",...}}``."""
     for k, v in c.config.items():
         if not isinstance(k, str) or not isinstance(v, str):
             raise ValueError(f"config keys and values are strings, got {k!r}: {v!r}")
-    order = _java_hashmap_order(c.config, concurrent=True)
-    return _dump({"version": 1, "config": _ordered(c.config, order)})
+    return _dump({"version": 1, "config": dict(c.config)})
 
 
 def decode_entity_config(data: bytes | None, *, path: str = f"{CONFIG_PATH}/<type>/<name>"
