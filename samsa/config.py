@@ -190,6 +190,16 @@ BROKER_KEYS: dict[str, Key] = {
         Key("broker.id", Type.INT, -1,
             "This broker's id; -1 generates one (1001 and up) and keeps it in meta.properties.",
             at_least(-1)),
+        Key("zookeeper.connect", Type.STRING, None,
+            "ZooKeeper ensemble of a cluster: host:port[,host:port...][/chroot]; unset, the "
+            "broker runs alone."),
+        Key("zookeeper.session.timeout.ms", Type.INT, 18000,
+            "ZooKeeper session timeout: a broker gone this long leaves the cluster.",
+            at_least(1)),
+        Key("zookeeper.connection.timeout.ms", Type.INT, None,
+            "How long to wait for the first ZooKeeper connection (default: the session "
+            "timeout).", at_least(1)),
+        Key("broker.rack", Type.STRING, None, "This broker's rack, registered in ZooKeeper."),
         Key("num.partitions", Type.INT, 1, "Partitions of an auto-created topic.", at_least(1)),
         Key("default.replication.factor", Type.INT, 1,
             "Replication factor of an auto-created topic.", at_least(1)),

@@ -24,10 +24,27 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
 
 
 def broker_entries(ctx: RequestContext) -> list[dict[str, Any]]:
+    """This broker alone, or every broker registered in ZooKeeper in cluster mode."""
     server = ctx.server
+    membership = server.membership
+    if membership is not None and membership.brokers:
+        entries = []
+        for broker_id, info in sorted(membership.brokers.items()):
+            endpoint = info.plaintext_endpoint()
+            if endpoint is not None:
+                entries.append({"node_id": broker_id, "host": endpoint.host or "",
+                                "port": endpoint.port, "rack": info.rack})
+        return entries
     listener = server.advertised[0]
     return [{"node_id": server.broker_id, "host": listener.host, "port": listener.port,
-             "rack": None}]
+             "rack": server.config.get("broker.rack")}]
+
+
+def controller_id(ctx: RequestContext) -> int:
+    membership = ctx.server.membership
+    if membership is None:
+        return ctx.server.broker_id
+    return membership.controller_id if membership.controller_id is not None else -1
 
 
 def topic_entry(ctx: RequestContext, topic: Topic, operations: bool) -> dict[str, Any]:
@@ -100,7 +117,7 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "throttle_time": 0,
         "brokers": broker_entries(ctx),
         "cluster_id": server.cluster_id,
-        "controller_id": server.broker_id,
+        "controller_id": controller_id(ctx),
         "topics": entries,
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if cluster_ops else OPERATIONS_NOT_REQUESTED
@@ -128,7 +145,6 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
 @api(60, "DescribeCluster", 0, 1)
 async def describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]:
     server = ctx.server
-    listener = server.advertised[0]
     operations = bool(request.include_cluster_authorized_operations)
     return {
         "throttle_time": 0,
@@ -136,9 +152,9 @@ async def describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "error_message": None,
         "endpoint_type": 1,
         "cluster_id": server.cluster_id,
-        "controller_id": server.broker_id,
-        "brokers": [{"broker_id": server.broker_id, "host": listener.host,
-                     "port": listener.port, "rack": None}],
+        "controller_id": controller_id(ctx),
+        "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
+                     "rack": b["rack"]} for b in broker_entries(ctx)],
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if operations else OPERATIONS_NOT_REQUESTED
         ),

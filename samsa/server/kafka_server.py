@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from samsa.cluster.membership import ClusterMembership
 from samsa.cluster.partition import Partition
 from samsa.cluster.topics import Topic, TopicStore
+from samsa.cluster.zk_data import Endpoint
 from samsa.config import BrokerConfig, ConfigError, LogConfig
 from samsa.coordinator.group_coordinator import GroupCoordinator
 from samsa.coordinator.txn_coordinator import TransactionCoordinator
@@ -92,6 +94,11 @@ class KafkaServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self.cleaner: LogCleaner | None = None
+        connect = self.config.get("zookeeper.connect")
+        self.membership = None if not connect else ClusterMembership(
+            connect, self.config.get("zookeeper.session.timeout.ms"),
+            self.config.get("zookeeper.connection.timeout.ms"), self.config.get("broker.rack"),
+        )
         self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task] = []
         self._flushing: set[tuple[str, int]] = set()
@@ -100,10 +107,20 @@ class KafkaServer:
     # --- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        first_dir = Path(self.log_manager.dirs[0])
         for directory in self.log_manager.dirs:
             Path(directory).mkdir(parents=True, exist_ok=True)
-        self._load_meta_properties()
+        if self.membership is not None:
+            await self.membership.connect()
+        try:
+            await self._start()
+        except BaseException:
+            if self.membership is not None:
+                await self.membership.close()
+            raise
+
+    async def _start(self) -> None:
+        first_dir = Path(self.log_manager.dirs[0])
+        await self._load_meta_properties()
         # topics first: the logs open with their topic's config overrides
         self.topics = TopicStore(first_dir)
         self.log_manager.startup()
@@ -127,6 +144,10 @@ class KafkaServer:
             port = server.sockets[0].getsockname()[1]
             self.bound.append(Listener(listener.name, listener.host, port))
             self._servers.append(server)
+        if self.membership is not None:
+            await self.membership.register(self.broker_id, tuple(
+                Endpoint(a.name, a.name, a.host, a.port) for a in self.advertised
+            ))
         self._tasks.append(loop.create_task(self._background()))
         self.started = True
         log.info("samsa broker %d started on %s (cluster %s)", self.broker_id,
@@ -165,7 +186,7 @@ class KafkaServer:
         self.connections.add(connection)
         return connection
 
-    def _load_meta_properties(self) -> None:
+    async def _load_meta_properties(self) -> None:
         found: dict[str, str] = {}
         for directory in self.log_manager.dirs:
             path = Path(directory) / META_PROPERTIES
@@ -176,13 +197,22 @@ class KafkaServer:
                         found.setdefault(key.strip(), value.strip())
         stored_id = int(found["broker.id"]) if "broker.id" in found else None
         if self.broker_id == -1:
-            self.broker_id = stored_id if stored_id is not None else FIRST_GENERATED_BROKER_ID
+            if stored_id is not None:
+                self.broker_id = stored_id
+            elif self.membership is not None:  # unique across the cluster
+                self.broker_id = await self.membership.generate_broker_id()
+            else:
+                self.broker_id = FIRST_GENERATED_BROKER_ID
         elif stored_id is not None and stored_id != self.broker_id:
             raise ConfigError(
                 f"Invalid value {self.broker_id} for configuration broker.id: the data in "
                 f"{self.log_manager.dirs[0]} belongs to broker {stored_id}"
             )
-        self.cluster_id = found.get("cluster.id") or new_cluster_id()
+        stored_cluster = found.get("cluster.id")
+        if self.membership is not None:
+            self.cluster_id = await self.membership.cluster_id(stored_cluster, new_cluster_id())
+        else:
+            self.cluster_id = stored_cluster or new_cluster_id()
         text = f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
         for directory in self.log_manager.dirs:
             write_atomically(Path(directory) / META_PROPERTIES, text.encode())
@@ -225,6 +255,8 @@ class KafkaServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
+        if self.membership is not None:
+            await self.membership.close()
         if self.cleaner is not None:  # joined off the loop: its swaps run on the loop
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
         self.log_manager.shutdown()

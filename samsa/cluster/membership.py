@@ -1,0 +1,137 @@
+"""Cluster membership in ZooKeeper mode: who the brokers are and which one is controller.
+
+With ``zookeeper.connect`` set, the broker (KafkaServer) asks this for its cluster id and
+broker id at start-up, registers once its listeners are bound, and takes part in the
+controller election. Watches keep ``brokers`` and ``controller_id`` current; they fire on
+kazoo's threads and are moved onto the broker's event loop. When the controller's znode goes
+(its broker died or its session expired) every live broker runs the election again: one wins,
+with the next controller epoch.
+
+Not here yet (issue 8): topic assignment and partition state in ZooKeeper, the controller's
+duties (leader election, ISR, propagation), replication.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from samsa.cluster.zk_client import ZkClient, ZkError
+from samsa.cluster.zk_data import BrokerInfo, Endpoint
+from samsa.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+RESERVED_BROKER_MAX_ID = 1000  # Kafka's reserved.broker.max.id: generated ids start above it
+
+
+class ClusterMembership:
+    def __init__(self, connect: str, session_timeout_ms: int,
+                 connection_timeout_ms: int | None, rack: str | None) -> None:
+        self.zk = ZkClient(connect, session_timeout_ms, connection_timeout_ms)
+        self.rack = rack
+        self.broker_id = -1
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.controller_id: int | None = None
+        self.controller_epoch = 0  # the epoch this broker won, while it is controller
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._endpoints: tuple[Endpoint, ...] = ()
+        self._closed = False
+
+    @property
+    def is_controller(self) -> bool:
+        return self.controller_id == self.broker_id
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        assert self._loop is not None
+        return await self._loop.run_in_executor(None, fn, *args)
+
+    async def connect(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        try:
+            await self._call(self.zk.start)
+        except ZkError as exc:
+            raise ConfigError(str(exc)) from None
+
+    async def cluster_id(self, stored: str | None, proposed: str) -> str:
+        """The cluster's id from ZooKeeper (created once); a broker whose meta.properties
+        names another cluster refuses to start, as Kafka does."""
+        found = await self._call(self.zk.get_or_create_cluster_id, stored or proposed)
+        if stored is not None and stored != found:
+            raise ConfigError(
+                f"The Cluster ID {found} doesn't match stored clusterId {stored} in "
+                "meta.properties. The broker is trying to join the wrong cluster."
+            )
+        return found
+
+    async def generate_broker_id(self) -> int:
+        """Kafka's generated broker id: reserved.broker.max.id + the version of
+        /brokers/seqid after bumping it (unique across the cluster)."""
+        stat = await self._call(self.zk.client.set, "/brokers/seqid", b"")
+        return RESERVED_BROKER_MAX_ID + stat.version
+
+    async def register(self, broker_id: int, endpoints: tuple[Endpoint, ...]) -> None:
+        """Register this broker, then watch the brokers and the controller (which runs the
+        election now and whenever /controller goes)."""
+        self.broker_id = broker_id
+        self._endpoints = endpoints
+        info = BrokerInfo(broker_id, endpoints, rack=self.rack)
+        try:
+            await self._call(self.zk.register_broker, info)
+        except ZkError as exc:
+            raise ConfigError(str(exc)) from None
+        self.brokers = await self._call(self.zk.live_brokers)
+        self.zk.watch_brokers(self._on_brokers)
+        self.zk.watch_controller(self._on_controller)
+        await self._elect()
+
+    def _on_brokers(self, ids: list[int]) -> None:
+        if self._loop is not None and not self._closed:
+            self._loop.call_soon_threadsafe(self._refresh_brokers)
+
+    def _refresh_brokers(self) -> None:
+        if self._closed:
+            return
+        assert self._loop is not None
+        task = self._loop.run_in_executor(None, self.zk.live_brokers)
+
+        def done(f: asyncio.Future[dict[int, BrokerInfo]]) -> None:
+            if not f.cancelled() and f.exception() is None:
+                self.brokers = f.result()
+
+        task.add_done_callback(done)
+
+    def _on_controller(self, controller: int | None) -> None:
+        if self._loop is None or self._closed:
+            return
+
+        def update() -> None:
+            if self._closed:
+                return
+            self.controller_id = controller
+            if controller is None:
+                asyncio.ensure_future(self._elect())
+
+        self._loop.call_soon_threadsafe(update)
+
+    async def _elect(self) -> None:
+        if self._closed:
+            return
+        epoch = await self._call(self.zk.try_become_controller, self.broker_id)
+        if epoch is not None:
+            self.controller_epoch = epoch
+            self.controller_id = self.broker_id
+            log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+        else:
+            self.controller_id = await self._call(self.zk.controller_id)
+
+    async def close(self) -> None:
+        """Controlled shutdown of the membership: resign as controller, end the session (the
+        broker's ephemeral znode goes with it)."""
+        self._closed = True
+        if self.broker_id >= 0:
+            await self._call(self.zk.resign_controller, self.broker_id)
+        await self._call(self.zk.close)

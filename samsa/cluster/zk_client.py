@@ -1,0 +1,201 @@
+"""A broker's ZooKeeper session (kazoo) and the znodes it owns, in Kafka's layout (zk_data.py).
+
+What a ZooKeeper-mode Kafka broker does at start-up, in order:
+
+1. connect (``zookeeper.connect``, which may end in a chroot such as ``host:2181/kafka``,
+   ``zookeeper.session.timeout.ms``, ``zookeeper.connection.timeout.ms``) and create the
+   persistent paths;
+2. read ``/cluster/id`` or create it once (a lost race reads the winner's id);
+3. register itself as the ephemeral ``/brokers/ids/<id>`` (NODEEXISTS: the id is taken);
+4. take part in the controller election: the ephemeral ``/controller`` and, in the same
+   ZooKeeper transaction, ``/controller_epoch`` + 1 conditional on its version, so two
+   brokers can never both believe they won the same epoch.
+
+Watches (kazoo's threads) call back with plain values; the caller moves them onto its loop.
+Every call here blocks on ZooKeeper: the broker runs them in an executor.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+
+from samsa.cluster.zk_data import (
+    BROKER_IDS_PATH,
+    CLUSTER_ID_PATH,
+    CONTROLLER_EPOCH_PATH,
+    CONTROLLER_PATH,
+    INITIAL_CONTROLLER_EPOCH,
+    PERSISTENT_ZK_PATHS,
+    BrokerInfo,
+    ControllerInfo,
+    ZkDataError,
+    broker_path,
+    decode_broker_info,
+    decode_cluster_id,
+    decode_controller,
+    decode_controller_epoch,
+    encode_broker_info,
+    encode_cluster_id,
+    encode_controller,
+    encode_controller_epoch,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ZkError(RuntimeError):
+    """ZooKeeper cannot be used as the broker needs (one line for the user)."""
+
+
+class ZkClient:
+    def __init__(self, connect: str, session_timeout_ms: int,
+                 connection_timeout_ms: int | None = None) -> None:
+        self.connect = connect
+        self.connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
+        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
+        self.session_listeners: list[Callable[[str], None]] = []
+        self.client.add_listener(self._on_state)
+
+    # --- session ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        try:
+            self.client.start(timeout=self.connection_timeout_s)
+        except KazooTimeoutError:
+            self.client.stop()
+            raise ZkError(f"cannot connect to ZooKeeper at {self.connect} within "
+                          f"{self.connection_timeout_s * 1000:.0f} ms "
+                          "(zookeeper.connection.timeout.ms)") from None
+        for path in PERSISTENT_ZK_PATHS:
+            self.client.ensure_path(path)
+        self.client.ensure_path(CONTROLLER_EPOCH_PATH)
+
+    def close(self) -> None:
+        try:
+            self.client.stop()
+        finally:
+            self.client.close()
+
+    @property
+    def session_id(self) -> int | None:
+        return self.client.client_id[0] if self.client.client_id else None
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            log.warning("ZooKeeper session to %s lost", self.connect)
+        elif state == KazooState.SUSPENDED:
+            log.warning("ZooKeeper connection to %s suspended", self.connect)
+        for listener in list(self.session_listeners):
+            listener(state)
+
+    # --- cluster id ------------------------------------------------------------------------------
+
+    def get_or_create_cluster_id(self, proposed: str) -> str:
+        """The cluster's id: ``/cluster/id``, created with ``proposed`` if there is none yet."""
+        try:
+            self.client.create(CLUSTER_ID_PATH, encode_cluster_id(proposed), makepath=True)
+            return proposed
+        except NodeExistsError:
+            data, _ = self.client.get(CLUSTER_ID_PATH)
+            return decode_cluster_id(data)
+
+    # --- brokers ---------------------------------------------------------------------------------
+
+    def register_broker(self, info: BrokerInfo) -> None:
+        """Create the ephemeral ``/brokers/ids/<id>``; a ZkError when the id is registered by
+        another live broker (Kafka: "Error while creating ephemeral at /brokers/ids/N, node
+        already exists")."""
+        path = broker_path(info.broker_id)
+        try:
+            self.client.create(path, encode_broker_info(info), ephemeral=True)
+        except NodeExistsError:
+            raise ZkError(f"broker.id {info.broker_id} is already registered in ZooKeeper at "
+                          f"{self.connect} ({path}) by a running broker") from None
+
+    def live_brokers(self) -> dict[int, BrokerInfo]:
+        brokers = {}
+        for child in self.client.get_children(BROKER_IDS_PATH):
+            try:
+                broker_id = int(child)
+                data, _ = self.client.get(f"{BROKER_IDS_PATH}/{child}")
+                brokers[broker_id] = decode_broker_info(broker_id, data)
+            except (ValueError, NoNodeError) as exc:  # gone meanwhile, or not ours to read
+                log.debug("skipping %s/%s: %s", BROKER_IDS_PATH, child, exc)
+        return brokers
+
+    def watch_brokers(self, callback: Callable[[list[int]], None]) -> None:
+        """``callback(sorted live broker ids)`` now and at every change."""
+
+        def on_change(children: list[str]) -> None:
+            callback(sorted(int(c) for c in children if c.isdigit()))
+
+        self.client.ChildrenWatch(BROKER_IDS_PATH, on_change)
+
+    # --- controller ------------------------------------------------------------------------------
+
+    def controller_epoch(self) -> tuple[int, int]:
+        """(epoch, its znode version)."""
+        data, stat = self.client.get(CONTROLLER_EPOCH_PATH)
+        if not data:
+            return INITIAL_CONTROLLER_EPOCH, stat.version
+        return decode_controller_epoch(data), stat.version
+
+    def try_become_controller(self, broker_id: int) -> int | None:
+        """Kafka's election: create ``/controller`` and bump ``/controller_epoch`` (checked
+        against the version just read) in one transaction. The new epoch when this broker
+        won, None when another broker is controller."""
+        for _ in range(5):  # the epoch can move between the read and the transaction
+            epoch, version = self.controller_epoch()
+            txn = self.client.transaction()
+            txn.create(CONTROLLER_PATH, encode_controller(ControllerInfo(broker_id)),
+                       ephemeral=True)
+            txn.set_data(CONTROLLER_EPOCH_PATH, encode_controller_epoch(epoch + 1),
+                         version=version)
+            results = txn.commit()
+            failures = [r for r in results if isinstance(r, Exception)]
+            if not failures:
+                return epoch + 1
+            if any(isinstance(r, NodeExistsError) for r in results):
+                return None
+            log.info("controller epoch moved during the election (%s); retrying", failures)
+        return None
+
+    def controller_id(self) -> int | None:
+        try:
+            data, _ = self.client.get(CONTROLLER_PATH)
+        except NoNodeError:
+            return None
+        try:
+            return decode_controller(data).broker_id
+        except ZkDataError as exc:
+            log.warning("unreadable %s: %s", CONTROLLER_PATH, exc)
+            return None
+
+    def watch_controller(self, callback: Callable[[int | None], None]) -> None:
+        """``callback(controller id or None)`` now and whenever ``/controller`` changes."""
+
+        def on_change(data: bytes | None, _stat: object) -> None:
+            controller = None
+            if data:
+                try:
+                    controller = decode_controller(data).broker_id
+                except ZkDataError as exc:
+                    log.warning("unreadable %s: %s", CONTROLLER_PATH, exc)
+            callback(controller)
+
+        self.client.DataWatch(CONTROLLER_PATH, on_change)
+
+    def resign_controller(self, broker_id: int) -> None:
+        """Delete ``/controller`` if this broker holds it (controlled shutdown)."""
+        try:
+            data, stat = self.client.get(CONTROLLER_PATH)
+            if decode_controller(data).broker_id == broker_id:
+                self.client.delete(CONTROLLER_PATH, version=stat.version)
+        except (NoNodeError, ZkDataError, KazooException):
+            pass

@@ -1,0 +1,186 @@
+"""Cluster membership with a real ZooKeeper: brokers register in Kafka's layout, share one
+cluster id, elect one controller with an epoch, and elect another when it goes; clients see
+every broker and the controller in Metadata and DescribeCluster."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+from waiting import wait_for
+
+import samsa
+from samsa.cluster.zookeeper_server import ZooKeeperServer
+from samsa.config import ConfigError
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer(tmp_path / "zk") as server:
+        yield server
+
+
+@pytest.fixture
+def zk(zookeeper: ZooKeeperServer) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=zookeeper.connect_string)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def start_broker(tmp_path: Path, zookeeper: ZooKeeperServer, name: str,
+                 **config: object) -> samsa.Broker:
+    broker = samsa.Broker(tmp_path / name, config={
+        "zookeeper.connect": zookeeper.connect_string,
+        "zookeeper.session.timeout.ms": 4000, **config})
+    broker.start()
+    return broker
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def controller_of(zk: KazooClient) -> int | None:
+    if not zk.exists("/controller"):
+        return None
+    data, _ = zk.get("/controller")
+    return json.loads(data)["brokerid"]
+
+
+def test_brokers_register_and_elect_one_controller(
+    tmp_path: Path, zookeeper: ZooKeeperServer, zk: KazooClient
+) -> None:
+    brokers = [start_broker(tmp_path, zookeeper, f"b{i}", **{"broker.id": i, "broker.rack":
+                                                             f"rack-{i % 2}"})
+               for i in (1, 2, 3)]
+    try:
+        assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]
+        registration = json.loads(zk.get("/brokers/ids/2")[0])
+        assert registration["version"] == 5
+        assert registration["endpoints"] == [f"PLAINTEXT://127.0.0.1:{brokers[1].port}"]
+        assert registration["rack"] == "rack-0"
+        cluster_ids = {b.server.cluster_id for b in brokers}
+        assert len(cluster_ids) == 1
+        assert json.loads(zk.get("/cluster/id")[0])["id"] in cluster_ids
+        controller = controller_of(zk)
+        assert controller in (1, 2, 3)
+        assert int(zk.get("/controller_epoch")[0]) == 1
+        for b in brokers:
+            wait_for(lambda b=b: b.server.membership.controller_id == controller,
+                     what="every broker to know the controller")
+        # clients see the cluster through any broker
+        admin = AdminClient({"bootstrap.servers": brokers[2].bootstrap_servers})
+        metadata = admin.list_topics(timeout=15)
+        assert sorted(metadata.brokers) == [1, 2, 3]
+        assert metadata.controller_id == controller
+        described = admin.describe_cluster().result(15)
+        assert sorted(n.id for n in described.nodes) == [1, 2, 3]
+        assert described.controller.id == controller
+        assert {n.id: n.rack for n in described.nodes} == {1: "rack-1", 2: "rack-0",
+                                                           3: "rack-1"}
+        # the controller leaves: another broker wins the next epoch
+        leaving = next(b for b in brokers if b.server.broker_id == controller)
+        leaving.stop()
+        brokers.remove(leaving)
+        new = wait_for(lambda: (c := controller_of(zk)) not in (None, controller) and c,
+                       what="a new controller")
+        assert new in {b.server.broker_id for b in brokers}
+        assert int(zk.get("/controller_epoch")[0]) == 2
+        assert sorted(zk.get_children("/brokers/ids")) == sorted(
+            str(b.server.broker_id) for b in brokers)
+        wait_for(lambda: sorted(admin.list_topics(timeout=15).brokers) == sorted(
+            b.server.broker_id for b in brokers), what="Metadata without the stopped broker")
+    finally:
+        for b in brokers:
+            b.stop()
+
+
+def test_a_killed_controllers_session_expiry_moves_the_controller(
+    tmp_path: Path, zookeeper: ZooKeeperServer, zk: KazooClient
+) -> None:
+    """A controller SIGKILLed (no clean shutdown: its ZooKeeper session just stops) loses
+    /controller and its registration once the session expires; a live broker takes over."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "samsa.cli", "server",
+         "--override", f"log.dirs={tmp_path / 'k1'}",
+         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+         "--override", "broker.id=11",
+         "--override", f"zookeeper.connect={zookeeper.connect_string}",
+         "--override", "zookeeper.session.timeout.ms=3000"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    second = None
+    try:
+        wait_for(lambda: controller_of(zk) == 11, timeout=30, what="broker 11 to start")
+        second = start_broker(tmp_path, zookeeper, "k2", **{"broker.id": 12})
+        assert second.server.membership.controller_id == 11
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+        assert controller_of(zk) == 11  # the session outlives the process for a while
+        wait_for(lambda: controller_of(zk) == 12, timeout=30,
+                 what="broker 12 to become controller after 11's session expired")
+        assert zk.get_children("/brokers/ids") == ["12"]
+        wait_for(lambda: second.server.membership.controller_id == 12,
+                 what="broker 12 to know it is controller")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        if second is not None:
+            second.stop()
+
+
+def test_generated_broker_ids_are_unique(
+    tmp_path: Path, zookeeper: ZooKeeperServer
+) -> None:
+    """broker.id=-1 takes Kafka's generated ids from /brokers/seqid: 1001, 1002, ..."""
+    brokers = [start_broker(tmp_path, zookeeper, f"g{i}") for i in range(2)]
+    try:
+        assert sorted(b.server.broker_id for b in brokers) == [1001, 1002]
+    finally:
+        for b in brokers:
+            b.stop()
+    again = start_broker(tmp_path, zookeeper, "g0")  # meta.properties keeps its id
+    try:
+        assert again.server.broker_id in (1001, 1002)
+    finally:
+        again.stop()
+
+
+def test_taken_broker_id_and_wrong_cluster_are_refused(
+    tmp_path: Path, zookeeper: ZooKeeperServer
+) -> None:
+    first = start_broker(tmp_path, zookeeper, "t1", **{"broker.id": 5})
+    try:
+        with pytest.raises(ConfigError, match="already registered"):
+            start_broker(tmp_path, zookeeper, "t2", **{"broker.id": 5})
+    finally:
+        first.stop()
+    (tmp_path / "t3").mkdir()
+    (tmp_path / "t3" / "meta.properties").write_text(
+        "version=0\nbroker.id=6\ncluster.id=some-other-cluster\n")
+    with pytest.raises(ConfigError, match="trying to join the wrong cluster"):
+        start_broker(tmp_path, zookeeper, "t3", **{"broker.id": 6})
+
+
+def test_unreachable_zookeeper_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot connect to ZooKeeper at 127.0.0.1:1"):
+        samsa.Broker(tmp_path / "x", config={
+            "zookeeper.connect": "127.0.0.1:1",
+            "zookeeper.connection.timeout.ms": 1000}).start()
