@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Debian packages the tests need (kcat: a real CLI client; zookeeper: the cluster's coordinator).
-APT_PACKAGES := kcat zookeeper
+# Debian packages the tests need (kcat: a real CLI client; libzookeeper-java: ZooKeeper, the
+# cluster's coordinator, without the desktop JRE the zookeeper package pulls in).
+APT_PACKAGES := kcat libzookeeper-java
 # Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
 JAVA_PACKAGE := openjdk-17-jre-headless
 

@@ -3,12 +3,12 @@
     with ZooKeeperServer() as zk:                 # a free loopback port, a temp data dir
         client = KazooClient(hosts=zk.connect_string)
 
-It runs the real ZooKeeper from Debian's packages (``apt-get install zookeeper``: the jars in
-``/usr/share/java``) with ``org.apache.zookeeper.server.ZooKeeperServerMain``, the standalone
-entry point, on a ``zoo.cfg`` written into the data dir. The server listens on loopback only,
-with the admin (Jetty) server disabled and every four-letter command allowed. Its log goes to
-``<data dir>/zookeeper.log`` (log4j 1.2, which Debian's ZooKeeper is built against) and the
-JVM's own output to ``<data dir>/zookeeper.out``; nothing reaches the console.
+It runs the real ZooKeeper from Debian's packages (``apt-get install libzookeeper-java``: the
+jars in ``/usr/share/java``) with ``org.apache.zookeeper.server.ZooKeeperServerMain``, the
+standalone entry point, on a ``zoo.cfg`` written into the data dir. The server listens on
+loopback only, with the admin (Jetty) server disabled and every four-letter command allowed. Its
+log goes to ``<data dir>/zookeeper.log`` (log4j 1.2, which Debian's ZooKeeper is built against)
+and the JVM's own output to ``<data dir>/zookeeper.out``; nothing reaches the console.
 
 ``start()`` returns once the server answers the ``conf`` four-letter command with its own data
 dir (so a stranger on the port is never taken for it), or raises ``ZooKeeperError`` with the
@@ -40,7 +40,7 @@ HOST = "127.0.0.1"
 # zookeeper.jar names its other dependencies in its manifest's Class-Path; the log4j binding of
 # slf4j and log4j itself are not there (without them ZooKeeper logs nowhere).
 _JARS = ("zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar")
-NOT_INSTALLED = "ZooKeeper is not installed: apt-get install zookeeper"
+NOT_INSTALLED = "ZooKeeper is not installed: apt-get install libzookeeper-java"
 NO_JAVA = "java is not installed: apt-get install openjdk-17-jre-headless"
 
 # A small, quick-starting JVM: ZooKeeper for a handful of brokers needs little heap and no C2.

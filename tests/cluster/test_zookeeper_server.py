@@ -166,7 +166,7 @@ def test_not_installed_is_one_clear_line(tmp_path: Path) -> None:
     with pytest.raises(ZooKeeperError) as raised:
         find_classpath(tmp_path)
     assert str(raised.value) == NOT_INSTALLED == (
-        "ZooKeeper is not installed: apt-get install zookeeper")
+        "ZooKeeper is not installed: apt-get install libzookeeper-java")
     with pytest.raises(ZooKeeperError, match="ZooKeeper is not installed"):
         ZooKeeperServer(tmp_path / "zk", java_dir=tmp_path).start()
     assert len(find_classpath()) == 3  # and here it is installed
