@@ -174,6 +174,9 @@ TOPIC_KEYS: dict[str, Key] = {
         Key("file.delete.delay.ms", Type.LONG, 60000,
             "Time a deleted segment's files are kept open for readers still using them.",
             at_least(0)),
+        Key("min.insync.replicas", Type.INT, 1,
+            "Fewest in-sync replicas an acks=all produce needs (NOT_ENOUGH_REPLICAS below).",
+            at_least(1)),
     ]
 }
 
@@ -200,6 +203,11 @@ BROKER_KEYS: dict[str, Key] = {
             "How long to wait for the first ZooKeeper connection (default: the session "
             "timeout).", at_least(1)),
         Key("broker.rack", Type.STRING, None, "This broker's rack, registered in ZooKeeper."),
+        Key("min.insync.replicas", Type.INT, 1, "Default min.insync.replicas.", at_least(1),
+            topic="min.insync.replicas"),
+        Key("replica.lag.time.max.ms", Type.LONG, 30000,
+            "A follower that has not caught up with its leader for this long leaves the ISR.",
+            at_least(1)),
         Key("num.partitions", Type.INT, 1, "Partitions of an auto-created topic.", at_least(1)),
         Key("default.replication.factor", Type.INT, 1,
             "Replication factor of an auto-created topic.", at_least(1)),
@@ -384,6 +392,7 @@ class LogConfig:
     min_compaction_lag_ms: int = TOPIC_KEYS["min.compaction.lag.ms"].default
     max_compaction_lag_ms: int = TOPIC_KEYS["max.compaction.lag.ms"].default
     file_delete_delay_ms: int = TOPIC_KEYS["file.delete.delay.ms"].default
+    min_insync_replicas: int = TOPIC_KEYS["min.insync.replicas"].default
 
     @classmethod
     def from_props(

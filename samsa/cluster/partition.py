@@ -2,27 +2,165 @@
 waiting for new data.
 
 On a single node this broker leads every partition and the high watermark is the log end
-offset; cluster mode adds followers, the ISR and a high watermark that trails them.
+offset. A replicated partition (cluster mode) has a role:
+
+* leader (``make_leader``): followers fetch with their replica id; each fetch offset is that
+  follower's log end offset. The high watermark is the smallest log end offset in the ISR (the
+  leader's own included) and only moves forward; a follower joins the ISR once it has reached
+  the high watermark and leaves it when it has not caught up with the leader's log end for
+  ``replica.lag.time.max.ms`` (``shrink_isr``). acks=all produce waits (``wait_replicated``)
+  until the high watermark passes its records; ``min.insync.replicas`` is checked first.
+* follower (``make_follower``): the replica fetcher appends the leader's batches and passes on
+  the leader's high watermark (``set_follower_high_watermark``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import dataclass
 
 from samsa.storage.log import AppendInfo, Log
 
 
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower."""
+
+    log_end_offset: int = -1  # unknown until its first fetch
+    last_caught_up_ms: int = 0  # when it last fetched from at or past the leader's log end
+    last_fetch_ms: int = 0
+
+
 class Partition:
-    def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = 0) -> None:
+    def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = 0,
+                 broker_id: int = -1) -> None:
         self.topic = topic
         self.index = index
         self.log = log
         self.leader_epoch = leader_epoch
+        self.broker_id = broker_id
+        self.replicas: tuple[int, ...] = ()  # empty: not replicated (a single node)
+        self.isr: set[int] = set()
+        self.followers: dict[int, FollowerState] = {}
+        self.leader_id = broker_id
+        self._high_watermark: int | None = None  # None: the log end offset (not replicated)
         self._waiters: set[asyncio.Future[None]] = set()
+        self._replication_waiters: list[tuple[int, asyncio.Future[bool]]] = []
+
+    # --- roles ---------------------------------------------------------------------------------
+
+    @property
+    def replicated(self) -> bool:
+        return bool(self.replicas)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    def make_leader(self, replicas: tuple[int, ...], isr: set[int], leader_epoch: int) -> None:
+        """Lead with these replicas; the high watermark starts where it was (it never moves
+        back) and waits for the followers' fetches."""
+        hw = self.high_watermark
+        self.replicas, self.isr = tuple(replicas), set(isr) | {self.broker_id}
+        self.leader_id = self.broker_id
+        if leader_epoch > self.log.epochs.latest_epoch:
+            self.log.epochs.assign(leader_epoch, self.log.log_end_offset)
+        self.leader_epoch = leader_epoch
+        now = _now_ms()
+        self.followers = {r: FollowerState(last_caught_up_ms=now if r in isr else 0)
+                          for r in replicas if r != self.broker_id}
+        self._high_watermark = min(hw, self.log.log_end_offset)
+        self._advance_high_watermark()
+
+    def make_follower(self, leader_id: int, replicas: tuple[int, ...], leader_epoch: int) -> None:
+        self.replicas, self.leader_id, self.leader_epoch = tuple(replicas), leader_id, leader_epoch
+        self.isr, self.followers = set(), {}
+        self._high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self._fail_replication_waiters()
 
     @property
     def high_watermark(self) -> int:
-        return self.log.log_end_offset
+        if self._high_watermark is None:
+            return self.log.log_end_offset
+        return min(self._high_watermark, self.log.log_end_offset)
+
+    def set_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """A follower's high watermark: the leader's, as far as this log reaches."""
+        self._high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+        self.wake_waiters()
+
+    # --- the leader's view of its followers ----------------------------------------------------
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> bool:
+        """A follower fetched from ``fetch_offset`` (so its log ends there). False when it is
+        not a replica of this partition."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            return False
+        now = _now_ms()
+        state.log_end_offset = fetch_offset
+        state.last_fetch_ms = now
+        if fetch_offset >= self.log.log_end_offset:
+            state.last_caught_up_ms = now
+        if replica_id not in self.isr and fetch_offset >= self.high_watermark:
+            self.isr.add(replica_id)  # caught up: back in sync
+        self._advance_high_watermark()
+        return True
+
+    def shrink_isr(self, lag_time_max_ms: int) -> set[int]:
+        """Followers that have not caught up for ``lag_time_max_ms`` leave the ISR (which may
+        let the high watermark move on); returns them."""
+        now = _now_ms()
+        out = {r for r in self.isr if r != self.broker_id
+               and now - self.followers[r].last_caught_up_ms > lag_time_max_ms}
+        if out:
+            self.isr -= out
+            self._advance_high_watermark()
+        return out
+
+    def _advance_high_watermark(self) -> None:
+        if self._high_watermark is None or not self.is_leader:
+            return
+        ends = [self.log.log_end_offset] + [
+            self.followers[r].log_end_offset for r in self.isr if r in self.followers]
+        new = min(ends)
+        if new > self._high_watermark:
+            self._high_watermark = new
+            self.wake_waiters()
+            still = []
+            for offset, waiter in self._replication_waiters:
+                if offset <= new:
+                    if not waiter.done():
+                        waiter.set_result(True)
+                else:
+                    still.append((offset, waiter))
+            self._replication_waiters = still
+
+    async def wait_replicated(self, offset: int, timeout: float) -> bool:
+        """acks=all: wait until the high watermark reaches ``offset``; False on timeout or
+        when this broker stopped leading."""
+        if self.high_watermark >= offset:
+            return True
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._replication_waiters.append((offset, waiter))
+        try:
+            return await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            return False
+        finally:
+            self._replication_waiters = [(o, w) for o, w in self._replication_waiters
+                                         if w is not waiter]
+
+    def _fail_replication_waiters(self) -> None:
+        for _, waiter in self._replication_waiters:
+            if not waiter.done():
+                waiter.set_result(False)
+        self._replication_waiters = []
 
     @property
     def last_stable_offset(self) -> int:
@@ -39,10 +177,12 @@ class Partition:
     ) -> None:
         self.log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
                                leader_epoch=self.leader_epoch)
+        self._advance_high_watermark()
         self.wake_waiters()
 
     def append(self, records: bytes | memoryview, *, internal: bool = False) -> AppendInfo:
         info = self.log.append(records, leader_epoch=self.leader_epoch, internal=internal)
+        self._advance_high_watermark()  # an ISR of the leader alone moves with its log
         self.wake_waiters()
         return info
 

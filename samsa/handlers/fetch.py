@@ -1,5 +1,9 @@
 """Fetch (1): file regions of whole batches, sent with sendfile; long-poll woken by appends.
 
+Consumers read up to the high watermark (read_committed: the last stable offset); a follower
+(replica id >= 0) reads up to the log end offset and its fetch offset tells the leader how far
+its log reaches (``Partition.record_follower_fetch``).
+
 Limits follow KIP-74: ``max_bytes`` and ``partition_max_bytes`` are soft, the first batch of the
 first partition with data always goes out whole. A fetch that has fewer than ``min_bytes`` waits
 up to ``max_wait`` for an append to any of its partitions (never by polling), then reads again.
@@ -50,6 +54,9 @@ class _FetchPlan:
         assert store is not None
         self.by_id = ctx.version >= 13
         self.read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+        state = getattr(request, "replica_state", None)  # v15+ moved replica_id there
+        self.replica_id = state.replica_id if state is not None else getattr(
+            request, "replica_id", -1)
         self.max_bytes = request.max_bytes
         self.topics: list[tuple[Any, list[tuple[Any, Partition | None, ErrorCode | None]]]] = []
         for topic in request.topics or ():
@@ -108,7 +115,17 @@ class _FetchPlan:
         if diverging is not None:
             result["diverging_epoch"] = diverging
             return result
-        upper = partition.last_stable_offset if self.read_committed else partition.high_watermark
+        if partition.replicated and not partition.is_leader:
+            result["error_code"] = ErrorCode.not_leader_or_follower
+            return result
+        if self.replica_id >= 0:  # a follower: its fetch offset is its log end offset
+            partition.record_follower_fetch(self.replica_id, p.fetch_offset)
+            result["high_watermark"] = partition.high_watermark
+            upper = partition.log.log_end_offset
+        elif self.read_committed:
+            upper = partition.last_stable_offset
+        else:
+            upper = partition.high_watermark
         try:
             region = log.read(
                 p.fetch_offset, max(0, min(p.partition_max_bytes, remaining)),

@@ -11,10 +11,12 @@ transaction that added the partition; otherwise the data could hang the last sta
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from typing import Any
 
+from samsa.cluster.partition import Partition
 from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.registry import api
 from samsa.records.batch import LOG_OVERHEAD, Attr, read_header
@@ -45,11 +47,19 @@ _ATTRIBUTES_LOW = 22  # the low byte of the int16 attributes of a batch
 
 
 def _append(
-    ctx: RequestContext, topic: str, index: int, records: bytes | None, txn_id: str | None
+    ctx: RequestContext, topic: str, index: int, records: bytes | None, txn_id: str | None,
+    acks: int, waits: list[tuple[dict[str, Any], Partition, int]],
 ) -> dict[str, Any]:
     partition = ctx.server.partition(topic, index)
     if partition is None:
         return _partition_result(index, ErrorCode.unknown_topic_or_partition)
+    if partition.replicated:
+        if not partition.is_leader:
+            return _partition_result(index, ErrorCode.not_leader_or_follower)
+        min_isr = partition.log.config.min_insync_replicas
+        if acks == -1 and len(partition.isr) < min_isr:
+            return _partition_result(index, ErrorCode.not_enough_replicas, message=(
+                f"{len(partition.isr)} in-sync replicas, min.insync.replicas is {min_isr}"))
     if not records:
         return _partition_result(index, ErrorCode.invalid_record, message="no records")
     if len(records) >= LOG_OVERHEAD:
@@ -79,15 +89,34 @@ def _append(
         return _partition_result(
             index, exc.code, log_start=partition.log.log_start_offset, message=str(exc)
         )
-    return _partition_result(
+    result = _partition_result(
         index, ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset
     )
+    if acks == -1 and partition.replicated:
+        waits.append((result, partition, info.last_offset + 1))
+    return result
+
+
+async def _await_replication(
+    waits: list[tuple[dict[str, Any], Partition, int]], timeout_s: float
+) -> None:
+    """acks=all on a replicated partition: answer once the ISR has the records (the high
+    watermark passed them), REQUEST_TIMED_OUT after the request's timeout."""
+    done = await asyncio.gather(*(p.wait_replicated(end, timeout_s) for _, p, end in waits))
+    for (result, partition, _), replicated in zip(waits, done, strict=True):
+        if not replicated:
+            result.update(error_code=ErrorCode.request_timed_out, base_offset=-1,
+                          error_message="the records did not reach the in-sync replicas in time")
+        elif len(partition.isr) < partition.log.config.min_insync_replicas:
+            result.update(error_code=ErrorCode.not_enough_replicas_after_append,
+                          error_message="the ISR shrank below min.insync.replicas")
 
 
 @api(0, "Produce", 3, 11)
 async def produce(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
     acks = request.acks
     responses = []
+    waits: list[tuple[dict[str, Any], Partition, int]] = []
     for topic in request.topic_data or ():
         results = []
         for data in topic.partition_data or ():
@@ -95,8 +124,10 @@ async def produce(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
                 results.append(_partition_result(data.index, ErrorCode.invalid_required_acks))
             else:
                 results.append(_append(ctx, topic.name, data.index, data.records,
-                                       request.transactional_id))
+                                       request.transactional_id, acks, waits))
         responses.append({"name": topic.name, "partition_responses": results})
+    if waits:
+        await _await_replication(waits, request.timeout.total_seconds())
     if acks == 0:
         failed = [r for t in responses for r in t["partition_responses"] if r["error_code"]]
         if failed:

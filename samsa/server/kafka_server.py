@@ -234,7 +234,8 @@ class KafkaServer:
         for p in range(topic.partitions):
             if (topic.name, p) not in self.partitions:
                 log_ = self.log_manager.get_or_create(topic.name, p, config)
-                self.partitions[(topic.name, p)] = Partition(topic.name, p, log_)
+                self.partitions[(topic.name, p)] = Partition(topic.name, p, log_,
+                                                             broker_id=self.broker_id)
 
     async def stop(self) -> None:
         """Graceful shutdown: stop accepting, finish in-flight requests, flush, mark clean."""
@@ -284,6 +285,7 @@ class KafkaServer:
                         loop.run_in_executor(None, log_.flush_rolled).add_done_callback(
                             lambda _f, tp=tp: self._flushing.discard(tp)
                         )
+                self._shrink_isrs()
                 if now - last["retention"] >= every["retention"]:
                     last["retention"] = now
                     self.log_manager.cleanup()
@@ -295,6 +297,17 @@ class KafkaServer:
                     self.log_manager.checkpoint_log_start_offsets()
             except Exception:
                 log.exception("background log maintenance failed; retrying at the next tick")
+
+    def _shrink_isrs(self) -> None:
+        """Followers behind for replica.lag.time.max.ms leave the ISR of the partitions this
+        broker leads (checked every tick, as Kafka checks every half of that time)."""
+        lag_ms = self.config.get("replica.lag.time.max.ms")
+        for partition in self.partitions.values():
+            if partition.replicated and partition.is_leader:
+                gone = partition.shrink_isr(lag_ms)
+                if gone:
+                    log.info("%s-%d: ISR shrank to %s (out: %s)", partition.topic,
+                             partition.index, sorted(partition.isr), sorted(gone))
 
     # --- requests -------------------------------------------------------------------------------
 
