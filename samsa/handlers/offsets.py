@@ -17,11 +17,15 @@ EARLIEST_LOCAL = -4
 
 
 def _list_offset(
-    partition: Partition, timestamp: int, read_committed: bool
+    partition: Partition, timestamp: int, read_committed: bool, replica: bool = False
 ) -> tuple[int, int]:
-    """(offset, timestamp) for a ListOffsets query; (-1, -1) when there is none."""
+    """(offset, timestamp) for a ListOffsets query; (-1, -1) when there is none. A follower
+    (``replica``) may see up to the log end, as its fetches do."""
     log = partition.log
-    fetchable = partition.last_stable_offset if read_committed else partition.high_watermark
+    if replica:
+        fetchable = log.log_end_offset
+    else:
+        fetchable = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
         return fetchable, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -37,6 +41,7 @@ def _list_offset(
 @api(2, "ListOffsets", 1, 8)
 async def list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    replica = getattr(request, "replica_id", -1) >= 0
     topics = []
     for topic in request.topics or ():
         results = []
@@ -54,7 +59,8 @@ async def list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
             ) or (p.timestamp == MAX_TIMESTAMP and ctx.version < 7):
                 result["error_code"] = ErrorCode.unsupported_version
             else:
-                offset, timestamp = _list_offset(partition, p.timestamp, read_committed)
+                offset, timestamp = _list_offset(partition, p.timestamp, read_committed,
+                                                 replica)
                 result.update(offset=offset, timestamp=timestamp)
                 if offset >= 0:
                     result["leader_epoch"] = partition.log.epoch_for_offset(offset)

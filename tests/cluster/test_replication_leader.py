@@ -142,3 +142,33 @@ def test_a_follower_refuses_clients(broker: samsa.Broker, wire: Wire) -> None:
     on_loop(broker, lambda: partition(broker).make_follower(FOLLOWER, (FOLLOWER, LEADER), 2))
     assert wire.produce(b"x", acks=1).error_code == ErrorCode.not_leader_or_follower
     assert wire.fetch(0).error_code == ErrorCode.not_leader_or_follower
+
+
+def test_list_offsets_for_a_follower_is_the_log_end(broker: samsa.Broker, wire: Wire) -> None:
+    """A follower asking for LATEST (to handle OFFSET_OUT_OF_RANGE) gets the log end offset;
+    a consumer gets the high watermark."""
+    lead(broker, {LEADER, FOLLOWER})
+    assert wire.produce(b"a", acks=1).error_code == ErrorCode.none
+
+    def latest(replica_id: int) -> int:
+        response = wire.request(2, 5, {"replica_id": replica_id, "isolation_level": 0,
+                                       "topics": [{"name": TOPIC, "partitions": [
+                                           {"partition_index": 0, "timestamp": -1,
+                                            "current_leader_epoch": -1}]}]})
+        return response.topics[0].partitions[0].offset
+
+    assert latest(-1) == 0
+    assert latest(FOLLOWER) == 1
+
+
+def test_a_follower_takes_the_leaders_batches_whatever_their_size(tmp_path: Path) -> None:
+    """max.message.bytes applies to producers, not to batches copied from the leader (it may
+    have been lowered after they were written)."""
+    from samsa.config import LogConfig
+    from samsa.storage.log import Log
+
+    leader = Log(tmp_path / "leader", LogConfig())
+    leader.append(encode_batch([RecordInput(b"x" * 5000)], timestamp=int(time.time() * 1000)))
+    follower = Log(tmp_path / "follower", LogConfig(max_message_bytes=1000))
+    follower.append(leader.read_batches(0), assign_offsets=False)
+    assert follower.read_batches(0) == leader.read_batches(0)

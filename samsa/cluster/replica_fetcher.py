@@ -1,0 +1,693 @@
+"""The follower side of replication: Kafka's ``ReplicaFetcherThread`` as an asyncio task.
+
+One ``ReplicaFetcher`` runs per (follower broker, leader broker) pair. It keeps a connection to
+the leader and sends Fetch v12 requests for every partition it follows, as Kafka's followers
+do: ``replica_id`` is this broker's id, ``fetch_offset`` the local log end offset,
+``current_leader_epoch`` the leader epoch the follower knows, ``last_fetched_epoch`` the epoch
+of the local log's last batch (KIP-320: the leader answers a diverging epoch when the follower's
+log left its own). For each partition of the answer:
+
+* records are appended as the leader wrote them (``Log.append(records, assign_offsets=False)``:
+  offsets, epochs, control batches and producer state come from the batches), the log start
+  offset follows the leader's, and the follower's high watermark becomes the leader's (capped by
+  the local log end offset); fetches waiting on the partition are woken;
+* a diverging epoch truncates the local log where it left the leader's (Kafka's
+  ``getOffsetTruncationState``), and the next fetch goes on from there;
+* OFFSET_OUT_OF_RANGE asks the leader for its log end and start offsets (ListOffsets): a
+  leader that ends below the follower truncates the follower there, a leader whose log starts
+  above the follower's end (retention, DeleteRecords) makes the follower start anew at it;
+* other partition errors (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+  ...) and corrupt records delay the partition by ``replica.fetch.backoff.ms``; a broken
+  connection is reopened after the same back-off. A storage error or anything unexpected marks
+  the partition failed (no longer fetched, as Kafka's ``failedPartitions``) and the others go
+  on. Nothing ends the loop but ``stop()``.
+
+Everything runs on the event loop that owns the partitions (the broker's): appends and
+truncations happen between two awaits, as a produce does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import itertools
+import logging
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.list_offsets.v7.request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from kio.serial import entity_reader
+
+from samsa.cluster.partition import Partition
+from samsa.errors import ErrorCode, KafkaError, kafka_name
+from samsa.protocol.codec import encode_message
+from samsa.records.batch import iter_headers
+from samsa.storage.log import Log
+
+log = logging.getLogger(__name__)
+
+FETCH, LIST_OFFSETS, API_VERSIONS = 1, 2, 18
+FETCH_VERSION = 12
+LIST_OFFSETS_VERSION = 7
+LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
+
+# Kafka's defaults for the replica.* broker keys.
+DEFAULT_FETCH_MAX_BYTES = 1048576  # replica.fetch.max.bytes (per partition)
+DEFAULT_FETCH_RESPONSE_MAX_BYTES = 10485760  # replica.fetch.response.max.bytes
+DEFAULT_FETCH_WAIT_MAX_MS = 500  # replica.fetch.wait.max.ms
+DEFAULT_FETCH_MIN_BYTES = 1  # replica.fetch.min.bytes
+DEFAULT_FETCH_BACKOFF_MS = 1000  # replica.fetch.backoff.ms
+DEFAULT_SOCKET_TIMEOUT_MS = 30000  # replica.socket.timeout.ms
+
+_SIZE = struct.Struct(">i")
+TP = tuple[str, int]
+
+
+class LeaderConnectionError(Exception):
+    """The leader could not be reached, closed the connection, answered too late or answered
+    something this fetcher cannot read."""
+
+
+class _UnexpectedAppendOffset(KafkaError):
+    """The leader sent batches that start below the local log end offset."""
+
+
+@dataclass(frozen=True)
+class FetchStatus:
+    """What the fetcher knows about one partition it follows (tests, tools, metrics)."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    fetch_offset: int  # the local log end offset: where the next fetch starts
+    leader_high_watermark: int  # as the leader last reported it (-1: no answer yet)
+    leader_log_start_offset: int
+    last_error: ErrorCode  # the last partition error the leader answered (none after success)
+    delayed: bool  # backing off after an error
+    failed: str | None  # why the partition is no longer fetched, or None
+    fetches: int  # answers processed for this partition
+    truncations: int  # times the local log was truncated (divergence or out of range)
+
+
+class _State:
+    """One followed partition."""
+
+    def __init__(self, partition: Partition, leader_epoch: int) -> None:
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        self.delayed_until = 0.0  # loop time
+        self.failed: str | None = None
+        self.last_error = ErrorCode.none
+        self.leader_high_watermark = -1
+        self.leader_log_start_offset = -1
+        self.fetches = 0
+        self.truncations = 0
+
+    @property
+    def log(self) -> Log:
+        return self.partition.log
+
+
+def offset_to_truncate_to(log_: Log, leader_epoch: int, leader_end_offset: int) -> int:
+    """Where a follower truncates when the leader says its log diverged: the leader's largest
+    epoch at or below the follower's last fetched epoch is ``leader_epoch`` and ends at
+    ``leader_end_offset`` (Kafka's ``AbstractFetcherThread.getOffsetTruncationState``).
+
+    * the follower does not know that epoch: the end of the follower's largest epoch below it
+      (the next fetch then tells where that one diverged, if it did);
+    * it does: the smaller of the two ends of that epoch;
+    * the follower has no epochs that old: the leader's end offset.
+
+    Never above the local log end offset."""
+    end = log_.log_end_offset
+    if leader_end_offset < 0:
+        return end
+    if leader_epoch < 0:
+        return min(leader_end_offset, end)
+    local_epoch, local_end = log_.end_offset_for_epoch(leader_epoch)
+    if local_end < 0:
+        return min(leader_end_offset, end)
+    if local_epoch != leader_epoch:
+        return min(local_end, end)
+    return min(local_end, leader_end_offset, end)
+
+
+def _whole_batches(records: bytes | memoryview) -> memoryview:
+    """``records`` without a partial batch at its end (a leader may cut the last one)."""
+    view = memoryview(records)
+    end = 0
+    for pos, header in iter_headers(view):
+        end = pos + header.size
+    return view[:end]
+
+
+def _chunks(view: memoryview, limit: int) -> Iterable[memoryview]:
+    """Runs of whole batches of at most ``limit`` bytes each (one batch may be larger): a
+    follower copies what the leader appended in many produces, which may together exceed
+    ``segment.bytes``, the most one append takes."""
+    start = end = 0
+    for pos, header in iter_headers(view):
+        if pos > start and pos + header.size - start > limit:
+            yield view[start:end]
+            start = pos
+        end = pos + header.size
+    if end > start:
+        yield view[start:end]
+
+
+class _LeaderConnection:
+    """A Kafka protocol connection to the leader: one request at a time."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.client_id = client_id
+        self._correlation = itertools.count(1)
+
+    @classmethod
+    async def open(
+        cls, host: str, port: int, client_id: str, timeout: float
+    ) -> _LeaderConnection:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        except (OSError, TimeoutError) as exc:
+            raise LeaderConnectionError(
+                f"cannot connect to {host}:{port}: {getattr(exc, 'strerror', None) or exc!r}"
+            ) from exc
+        connection = cls(reader, writer, client_id)
+        try:
+            versions = await connection.request(API_VERSIONS, 0, ApiVersionsRequest(), timeout)
+            if versions.error_code != ErrorCode.none:
+                raise LeaderConnectionError(
+                    f"ApiVersions to {host}:{port}: {kafka_name(versions.error_code)}"
+                )
+            ranges = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+            for key, version, name in ((FETCH, FETCH_VERSION, "Fetch"),
+                                       (LIST_OFFSETS, LIST_OFFSETS_VERSION, "ListOffsets")):
+                low, high = ranges.get(key, (0, -1))
+                if not low <= version <= high:
+                    raise LeaderConnectionError(
+                        f"the leader at {host}:{port} does not support {name} v{version}"
+                    )
+        except BaseException:
+            await connection.close()
+            raise
+        return connection
+
+    async def request(self, api_key: int, version: int, body: Any, timeout: float) -> Any:
+        """Send ``body`` and read its answer within ``timeout`` seconds."""
+        correlation = next(self._correlation)
+        header = type(body).__header_schema__(
+            request_api_key=api_key, request_api_version=version,
+            correlation_id=correlation, client_id=self.client_id,
+        )
+        payload = encode_message(header) + encode_message(body)
+        try:
+            async with asyncio.timeout(timeout):
+                self.writer.write(_SIZE.pack(len(payload)) + payload)
+                await self.writer.drain()
+                (size,) = _SIZE.unpack(await self.reader.readexactly(_SIZE.size))
+                if size < 0:
+                    raise LeaderConnectionError(f"a response frame of {size} bytes")
+                frame = await self.reader.readexactly(size)
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            raise LeaderConnectionError(f"connection to the leader lost: {exc!r}") from exc
+        except TimeoutError as exc:
+            raise LeaderConnectionError(
+                f"no answer from the leader within {timeout:g} s (api key {api_key})"
+            ) from exc
+        schema = load_response_schema(api_key, version)
+        try:
+            response_header, used = entity_reader(schema.__header_schema__)(frame, 0)
+            response, _ = entity_reader(schema)(frame, used)
+        except Exception as exc:  # a malformed answer: drop the connection, try again later
+            raise LeaderConnectionError(
+                f"cannot read the leader's answer (api key {api_key} v{version}): {exc!r}"
+            ) from exc
+        if response_header.correlation_id != correlation:
+            raise LeaderConnectionError(
+                f"the leader answered correlation id {response_header.correlation_id}, "
+                f"expected {correlation}"
+            )
+        return response
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(Exception):
+            await self.writer.wait_closed()
+
+
+class ReplicaFetcher:
+    """Fetches the partitions this broker follows from one leader and appends them locally.
+
+    ``start()`` on the event loop that owns the partitions, ``await stop()`` to end.
+    ``add_partition`` / ``remove_partition`` change what is followed while it runs.
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        leader: tuple[str, int],
+        partitions: Iterable[tuple[Partition, int]] = (),
+        *,
+        leader_id: int = -1,
+        fetcher_id: int = 0,
+        fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
+        fetch_response_max_bytes: int = DEFAULT_FETCH_RESPONSE_MAX_BYTES,
+        fetch_wait_max_ms: int = DEFAULT_FETCH_WAIT_MAX_MS,
+        fetch_min_bytes: int = DEFAULT_FETCH_MIN_BYTES,
+        fetch_backoff_ms: int = DEFAULT_FETCH_BACKOFF_MS,
+        socket_timeout_ms: int = DEFAULT_SOCKET_TIMEOUT_MS,
+    ) -> None:
+        """``partitions``: (local partition, leader epoch) pairs to follow from the start.
+        The keyword arguments are Kafka's ``replica.fetch.max.bytes``,
+        ``replica.fetch.response.max.bytes``, ``replica.fetch.wait.max.ms``,
+        ``replica.fetch.min.bytes``, ``replica.fetch.backoff.ms`` and
+        ``replica.socket.timeout.ms`` (each request's deadline, connecting included)."""
+        if socket_timeout_ms < fetch_wait_max_ms:  # Kafka's rule (KafkaConfig)
+            raise ValueError(
+                "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms "
+                f"({socket_timeout_ms} < {fetch_wait_max_ms})"
+            )
+        self.broker_id = broker_id
+        self.leader = leader
+        self.leader_id = leader_id
+        self.fetch_max_bytes = fetch_max_bytes
+        self.fetch_response_max_bytes = fetch_response_max_bytes
+        self.fetch_wait_max_ms = fetch_wait_max_ms
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_backoff_ms = fetch_backoff_ms
+        self.socket_timeout_ms = socket_timeout_ms
+        self.client_id = f"broker-{broker_id}-fetcher-{fetcher_id}"
+        self.name = f"ReplicaFetcher-{fetcher_id}-{leader_id}"
+        self.connection_failures = 0  # connections lost or refused since start
+        self._states: dict[TP, _State] = {}
+        self._connection: _LeaderConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._progress: set[asyncio.Future[None]] = set()
+        self._stopping = False
+        self._failing = False  # the last connection attempt or request failed
+        for partition, epoch in partitions:
+            self.add_partition(partition, epoch)
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the fetch loop on the running event loop."""
+        if self._task is not None:
+            raise RuntimeError(f"{self.name} already started")
+        self._stopping = False
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def stop(self) -> None:
+        """End the loop (a fetch in flight is abandoned: nothing is half-applied) and close
+        the connection. Idempotent."""
+        self._stopping = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self._close_connection()
+        self._notify_progress()
+
+    # --- partitions -------------------------------------------------------------------------------
+
+    def add_partition(self, partition: Partition, leader_epoch: int) -> None:
+        """Follow ``partition`` from its log end offset. For a partition already followed at
+        this epoch nothing changes; a new epoch (or a new Partition object, or a failed one)
+        starts it afresh, without back-off."""
+        key = (partition.topic, partition.index)
+        current = self._states.get(key)
+        if (current is not None and current.partition is partition
+                and current.leader_epoch == leader_epoch and current.failed is None):
+            return
+        self._states[key] = _State(partition, leader_epoch)
+        self._wake.set()
+
+    def remove_partition(self, topic: str, index: int) -> Partition | None:
+        """Stop following a partition; an answer in flight for it is ignored. Returns it."""
+        state = self._states.pop((topic, index), None)
+        return None if state is None else state.partition
+
+    @property
+    def partitions(self) -> list[TP]:
+        return list(self._states)
+
+    def status(self, topic: str, index: int) -> FetchStatus | None:
+        """The fetch state of a followed partition (None if not followed); on the fetcher's
+        event loop."""
+        state = self._states.get((topic, index))
+        if state is None:
+            return None
+        loop_time = asyncio.get_running_loop().time()
+        return FetchStatus(
+            topic, index, state.leader_epoch, state.log.log_end_offset,
+            state.leader_high_watermark, state.leader_log_start_offset, state.last_error,
+            state.delayed_until > loop_time, state.failed, state.fetches, state.truncations,
+        )
+
+    def failed_partitions(self) -> dict[TP, str]:
+        """The partitions no longer fetched after a storage or unexpected error, and why."""
+        return {key: s.failed for key, s in self._states.items() if s.failed is not None}
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``predicate()`` holds, checked after every answer the fetcher handles (and
+        every failure); False after ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._progress.add(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except TimeoutError:
+                return predicate()
+            finally:
+                self._progress.discard(waiter)
+        return True
+
+    async def wait_caught_up(self, topic: str, index: int, offset: int, timeout: float) -> bool:
+        """Wait until the local log of a followed partition ends at ``offset`` or beyond."""
+        def caught_up() -> bool:
+            state = self._states.get((topic, index))
+            return state is not None and state.log.log_end_offset >= offset
+
+        return await self.wait_for(caught_up, timeout)
+
+    def _notify_progress(self) -> None:
+        waiters, self._progress = self._progress, set()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # --- the loop ---------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        log.info("%s: following %s:%d", self.name, *self.leader)
+        backoff = self.fetch_backoff_ms / 1000
+        while not self._stopping:
+            fetchable = self._fetchable()
+            if not fetchable:
+                await self._idle()
+                continue
+            try:
+                connection = await self._connect()
+                request = self._fetch_request(fetchable)
+                response = await connection.request(
+                    FETCH, FETCH_VERSION, request, self.socket_timeout_ms / 1000
+                )
+                await self._handle_response(connection, fetchable, response)
+            except LeaderConnectionError as exc:
+                self.connection_failures += 1
+                # the first failure of a run is a warning, the retries after it are not
+                level = logging.DEBUG if self._failing else logging.WARNING
+                self._failing = True
+                log.log(level, "%s: %s; retrying in %g s", self.name, exc, backoff)
+                await self._close_connection()
+                self._notify_progress()
+                await asyncio.sleep(backoff)
+            except Exception:
+                log.exception("%s: fetching from %s:%d failed; retrying in %g s",
+                              self.name, *self.leader, backoff)
+                await self._close_connection()
+                self._notify_progress()
+                await asyncio.sleep(backoff)
+
+    def _fetchable(self) -> dict[TP, tuple[_State, int]]:
+        """(state, fetch offset) of the partitions to fetch now."""
+        now = asyncio.get_running_loop().time()
+        out = {}
+        for key, state in self._states.items():
+            if state.failed is None and state.log.deleted:
+                state.failed = "the local log was deleted"
+                log.error("%s: %s-%d: %s; no longer fetched", self.name, *key, state.failed)
+            if state.failed is None and state.delayed_until <= now:
+                out[key] = (state, state.log.log_end_offset)
+        return out
+
+    async def _idle(self) -> None:
+        """Nothing to fetch: wait for a partition to be added or a back-off to end."""
+        self._wake.clear()
+        now = asyncio.get_running_loop().time()
+        delays = [s.delayed_until - now for s in self._states.values()
+                  if s.failed is None and s.delayed_until > now]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), min(delays) if delays else None)
+
+    async def _connect(self) -> _LeaderConnection:
+        if self._connection is None:
+            host, port = self.leader
+            self._connection = await _LeaderConnection.open(
+                host, port, self.client_id, self.socket_timeout_ms / 1000
+            )
+            if self._failing:
+                log.info("%s: connected to %s:%d again", self.name, host, port)
+                self._failing = False
+        return self._connection
+
+    async def _close_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.close()
+
+    def _fetch_request(self, fetchable: dict[TP, tuple[_State, int]]) -> FetchRequest:
+        topics: dict[str, list[FetchPartition]] = {}
+        for (topic, index), (state, offset) in fetchable.items():
+            topics.setdefault(topic, []).append(FetchPartition(
+                partition=index,
+                current_leader_epoch=state.leader_epoch,
+                fetch_offset=offset,
+                last_fetched_epoch=state.log.epochs.latest_epoch,
+                log_start_offset=state.log.log_start_offset,
+                partition_max_bytes=self.fetch_max_bytes,
+            ))
+        return FetchRequest(
+            replica_id=self.broker_id,
+            max_wait=datetime.timedelta(milliseconds=self.fetch_wait_max_ms),
+            min_bytes=self.fetch_min_bytes,
+            max_bytes=self.fetch_response_max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items()),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+
+    async def _handle_response(
+        self, connection: _LeaderConnection, fetched: dict[TP, tuple[_State, int]],
+        response: Any,
+    ) -> None:
+        if response.error_code != ErrorCode.none:
+            log.warning("%s: the leader answered the fetch with %s; backing off", self.name,
+                        kafka_name(response.error_code))
+            for state, _ in fetched.values():
+                self._delay(state, response.error_code)
+            self._notify_progress()
+            return
+        for topic in response.responses or ():
+            for data in topic.partitions or ():
+                key = (topic.topic, data.partition_index)
+                sent = fetched.get(key)
+                if sent is None:
+                    continue
+                state, offset = sent
+                if not self._unchanged(key, state, offset):
+                    continue
+                state.fetches += 1
+                try:
+                    await self._handle_partition(connection, key, state, data)
+                except (LeaderConnectionError, asyncio.CancelledError):
+                    raise
+                except (_UnexpectedAppendOffset, OSError) as exc:
+                    self._fail(key, state, repr(exc))
+                except KafkaError as exc:  # corrupt or invalid records: retry after a while
+                    log.error("%s: %s-%d: cannot append what the leader sent at offset %d: "
+                              "%s", self.name, *key, offset, exc)
+                    self._delay(state, exc.code)
+                except Exception as exc:
+                    log.exception("%s: %s-%d: unexpected failure", self.name, *key)
+                    self._fail(key, state, repr(exc))
+        self._notify_progress()
+
+    async def _handle_partition(
+        self, connection: _LeaderConnection, key: TP, state: _State, data: Any
+    ) -> None:
+        error = data.error_code
+        if error == ErrorCode.none:
+            state.last_error = ErrorCode.none
+            state.leader_high_watermark = data.high_watermark
+            state.leader_log_start_offset = data.log_start_offset
+            diverging = data.diverging_epoch
+            if diverging is not None and diverging.epoch >= 0:
+                # no records come with a diverging epoch; the next answer moves the watermark
+                self._truncate_on_divergence(key, state, diverging.epoch, diverging.end_offset)
+            else:
+                self._append(state, data)
+        elif error == ErrorCode.offset_out_of_range:
+            state.last_error = error
+            await self._handle_out_of_range(connection, key, state)
+        else:
+            if error != state.last_error:
+                log.info("%s: %s-%d: the leader answered %s; retrying in %g s", self.name,
+                         *key, kafka_name(error), self.fetch_backoff_ms / 1000)
+            self._delay(state, error)
+
+    def _append(self, state: _State, data: Any) -> None:
+        partition, log_ = state.partition, state.log
+        appended = False
+        records = data.records
+        if records:
+            view = _whole_batches(records)
+            if len(view):
+                first = next(iter_headers(view))[1]
+                end = log_.log_end_offset
+                if first.base_offset < end:
+                    if end == log_.log_start_offset and first.last_offset >= end:
+                        # Kafka's case: the leader's log start (DeleteRecords) is inside the
+                        # first batch of an empty follower log: start at that batch instead
+                        log.info("%s: %s-%d: the leader's first batch starts at %d, below the "
+                                 "empty log's start %d: starting the log there", self.name,
+                                 partition.topic, partition.index, first.base_offset, end)
+                        log_.truncate_fully_and_start_at(first.base_offset)
+                    else:
+                        raise _UnexpectedAppendOffset(
+                            f"the leader's batches start at {first.base_offset}, below the "
+                            f"log end offset {end}"
+                        )
+                for chunk in _chunks(view, log_.config.segment_bytes):
+                    log_.append(chunk, assign_offsets=False)
+                appended = True
+        leader_start = data.log_start_offset
+        if leader_start > log_.log_start_offset:
+            log_.delete_records_before(min(leader_start, log_.log_end_offset))
+        moved = self._set_high_watermark(partition, data.high_watermark)
+        if appended or moved:
+            partition.wake_waiters()
+
+    @staticmethod
+    def _set_high_watermark(partition: Partition, leader_high_watermark: int) -> bool:
+        """The follower's high watermark: the leader's, within the local log. True if it
+        moved. (A Partition without ``set_follower_high_watermark`` keeps its own.)"""
+        setter = getattr(partition, "set_follower_high_watermark", None)
+        if setter is None:
+            return False
+        log_ = partition.log
+        before = partition.high_watermark
+        value = max(min(leader_high_watermark, log_.log_end_offset), log_.log_start_offset)
+        setter(value)
+        return partition.high_watermark != before
+
+    def _truncate_on_divergence(
+        self, key: TP, state: _State, epoch: int, end_offset: int
+    ) -> None:
+        log_ = state.log
+        end = log_.log_end_offset
+        target = offset_to_truncate_to(log_, epoch, end_offset)
+        if target >= end:
+            # nothing to cut: do not ask again at once with the same epoch
+            log.warning("%s: %s-%d: the leader reports a divergence at epoch %d, offset %d, "
+                        "but the log ending at %d has nothing to truncate; backing off",
+                        self.name, *key, epoch, end_offset, end)
+            self._delay(state, ErrorCode.none)
+            return
+        log.info("%s: %s-%d: the log diverged from the leader's (leader epoch %d ends at %d): "
+                 "truncating from %d to %d", self.name, *key, epoch, end_offset, end, target)
+        self._truncate(state, target)
+
+    def _truncate(self, state: _State, offset: int) -> None:
+        log_ = state.log
+        if offset < log_.log_start_offset:
+            log_.truncate_fully_and_start_at(offset)
+        else:
+            log_.truncate_to(offset)
+        state.truncations += 1
+        self._set_high_watermark(state.partition, state.partition.high_watermark)
+
+    async def _handle_out_of_range(
+        self, connection: _LeaderConnection, key: TP, state: _State
+    ) -> None:
+        """Kafka's ``fetchOffsetAndTruncate``: the leader's end first, then its start."""
+        end = state.log.log_end_offset
+        leader_end = await self._list_offset(connection, key, state, LATEST_TIMESTAMP)
+        if leader_end is None or not self._unchanged(key, state, end):
+            return
+        if leader_end < end:
+            log.warning("%s: %s-%d: the leader's log ends at %d, below the local end %d: "
+                        "truncating to it", self.name, *key, leader_end, end)
+            self._truncate(state, leader_end)
+            return
+        leader_start = await self._list_offset(connection, key, state, EARLIEST_TIMESTAMP)
+        if leader_start is None or not self._unchanged(key, state, end):
+            return
+        if leader_start > end:
+            log.warning("%s: %s-%d: the leader's log starts at %d, beyond the local end %d: "
+                        "starting the log there", self.name, *key, leader_start, end)
+            state.log.truncate_fully_and_start_at(leader_start)
+            state.truncations += 1
+            self._set_high_watermark(state.partition, leader_start)
+            return
+        # within the leader's range after all (its log moved meanwhile): try again later
+        self._delay(state, ErrorCode.offset_out_of_range)
+
+    async def _list_offset(
+        self, connection: _LeaderConnection, key: TP, state: _State, timestamp: int
+    ) -> int | None:
+        """The leader's offset for ``timestamp`` (latest or earliest); None, with the partition
+        delayed, when the leader answers an error."""
+        topic, index = key
+        request = ListOffsetsRequest(
+            replica_id=self.broker_id, isolation_level=0, topics=(ListOffsetsTopic(
+                name=topic, partitions=(ListOffsetsPartition(
+                    partition_index=index, current_leader_epoch=state.leader_epoch,
+                    timestamp=timestamp,
+                ),),
+            ),),
+        )
+        response = await connection.request(
+            LIST_OFFSETS, LIST_OFFSETS_VERSION, request, self.socket_timeout_ms / 1000
+        )
+        for t in response.topics or ():
+            for p in t.partitions or ():
+                if t.name == topic and p.partition_index == index:
+                    if p.error_code != ErrorCode.none:
+                        self._delay(state, p.error_code)
+                        return None
+                    return p.offset
+        self._delay(state, ErrorCode.unknown_topic_or_partition)
+        return None
+
+    def _unchanged(self, key: TP, state: _State, offset: int) -> bool:
+        """Whether the partition is still followed as it was when a request about it went out
+        (not removed, re-added, failed, or its log changed meanwhile: then fetch again)."""
+        return (self._states.get(key) is state and state.failed is None
+                and not state.log.deleted and state.log.log_end_offset == offset)
+
+    def _delay(self, state: _State, error: ErrorCode) -> None:
+        if error != ErrorCode.none:
+            state.last_error = error
+        state.delayed_until = asyncio.get_running_loop().time() + self.fetch_backoff_ms / 1000
+
+    def _fail(self, key: TP, state: _State, reason: str) -> None:
+        state.failed = reason
+        log.error("%s: %s-%d: no longer fetched: %s", self.name, *key, reason)
