@@ -40,6 +40,8 @@ class ClusterMembership:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._endpoints: tuple[Endpoint, ...] = ()
         self._closed = False
+        self._session_lost = False
+        self.zk.session_listeners.append(self._on_session_state)
 
     @property
     def is_controller(self) -> bool:
@@ -87,6 +89,33 @@ class ClusterMembership:
         self.zk.watch_brokers(self._on_brokers)
         self.zk.watch_controller(self._on_controller)
         await self._elect()
+
+    def _on_session_state(self, state: str) -> None:
+        """A lost (expired) session took this broker's ephemeral znodes with it: once a new
+        session is up, register again and rejoin the election, as Kafka's broker does."""
+        if state == "LOST":
+            self._session_lost = True
+        elif state == "CONNECTED" and self._session_lost and self._loop is not None:
+            self._session_lost = False
+            if not self._closed:
+                self._loop.call_soon_threadsafe(
+                    lambda: asyncio.ensure_future(self._reregister()))
+
+    async def _reregister(self) -> None:
+        if self._closed or self.broker_id < 0:
+            return
+        log.warning("ZooKeeper session expired: registering broker %d again", self.broker_id)
+        info = BrokerInfo(self.broker_id, self._endpoints, rack=self.rack)
+        try:
+            await self._call(self.zk.register_broker, info)
+        except ZkError as exc:
+            log.error("could not register again: %s", exc)
+            return
+        self.brokers = await self._call(self.zk.live_brokers)
+        if self.controller_id == self.broker_id:
+            self.controller_id = None  # that win went with the session
+        if await self._call(self.zk.controller_id) is None:
+            await self._elect()
 
     def _on_brokers(self, ids: list[int]) -> None:
         if self._loop is not None and not self._closed:

@@ -184,3 +184,41 @@ def test_unreachable_zookeeper_is_one_clear_error(tmp_path: Path) -> None:
         samsa.Broker(tmp_path / "x", config={
             "zookeeper.connect": "127.0.0.1:1",
             "zookeeper.connection.timeout.ms": 1000}).start()
+
+
+def test_a_broker_whose_session_expired_registers_again(
+    tmp_path: Path, zookeeper: ZooKeeperServer, zk: KazooClient
+) -> None:
+    """A broker frozen past its session timeout (SIGSTOP: a long pause) loses its ephemeral
+    registration and the controllership; once it runs again it registers with a new session
+    and the cluster sees it again, as Kafka's broker does."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "samsa.cli", "server",
+         "--override", f"log.dirs={tmp_path / 'f1'}",
+         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+         "--override", "broker.id=21",
+         "--override", f"zookeeper.connect={zookeeper.connect_string}",
+         "--override", "zookeeper.session.timeout.ms=2000"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    other = None
+    try:
+        wait_for(lambda: zk.exists("/brokers/ids/21"), timeout=30, what="broker 21 to start")
+        other = start_broker(tmp_path, zookeeper, "f2", **{"broker.id": 22})
+        assert controller_of(zk) == 21
+        process.send_signal(signal.SIGSTOP)
+        wait_for(lambda: not zk.exists("/brokers/ids/21"), timeout=30,
+                 what="broker 21's session to expire")
+        wait_for(lambda: controller_of(zk) == 22, what="broker 22 to take over")
+        process.send_signal(signal.SIGCONT)
+        wait_for(lambda: zk.exists("/brokers/ids/21"), timeout=30,
+                 what="broker 21 to register again")
+        assert controller_of(zk) == 22  # the controllership stays where it went
+        wait_for(lambda: 21 in other.server.membership.brokers, what="22 to see 21 again")
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+            process.kill()
+            process.wait(10)
+        if other is not None:
+            other.stop()
