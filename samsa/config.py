@@ -177,6 +177,9 @@ TOPIC_KEYS: dict[str, Key] = {
         Key("min.insync.replicas", Type.INT, 1,
             "Fewest in-sync replicas an acks=all produce needs (NOT_ENOUGH_REPLICAS below).",
             at_least(1)),
+        Key("unclean.leader.election.enable", Type.BOOLEAN, False,
+            "Let a replica outside the ISR lead when no in-sync replica is left (records may "
+            "be lost)."),
     ]
 }
 
@@ -208,6 +211,21 @@ BROKER_KEYS: dict[str, Key] = {
         Key("replica.lag.time.max.ms", Type.LONG, 30000,
             "A follower that has not caught up with its leader for this long leaves the ISR.",
             at_least(1)),
+        Key("unclean.leader.election.enable", Type.BOOLEAN, False,
+            "Default unclean.leader.election.enable.", topic="unclean.leader.election.enable"),
+        Key("replica.fetch.max.bytes", Type.INT, 1048576,
+            "Bytes a follower asks for per partition in one fetch.", at_least(0)),
+        Key("replica.fetch.response.max.bytes", Type.INT, 10485760,
+            "Bytes a follower asks for in one fetch.", at_least(0)),
+        Key("replica.fetch.wait.max.ms", Type.INT, 500,
+            "How long a follower's fetch waits for data at the leader.", at_least(0)),
+        Key("replica.fetch.min.bytes", Type.INT, 1,
+            "Bytes a follower's fetch waits for.", at_least(1)),
+        Key("replica.fetch.backoff.ms", Type.INT, 1000,
+            "Pause of a follower after a fetch error.", at_least(0)),
+        Key("replica.socket.timeout.ms", Type.INT, 30000,
+            "Deadline of a follower's request to its leader (at least "
+            "replica.fetch.wait.max.ms).", at_least(1)),
         Key("num.partitions", Type.INT, 1, "Partitions of an auto-created topic.", at_least(1)),
         Key("default.replication.factor", Type.INT, 1,
             "Replication factor of an auto-created topic.", at_least(1)),
@@ -393,6 +411,7 @@ class LogConfig:
     max_compaction_lag_ms: int = TOPIC_KEYS["max.compaction.lag.ms"].default
     file_delete_delay_ms: int = TOPIC_KEYS["file.delete.delay.ms"].default
     min_insync_replicas: int = TOPIC_KEYS["min.insync.replicas"].default
+    unclean_leader_election_enable: bool = TOPIC_KEYS["unclean.leader.election.enable"].default
 
     @classmethod
     def from_props(

@@ -42,6 +42,8 @@ class ClusterMembership:
         self._closed = False
         self._session_lost = False
         self.zk.session_listeners.append(self._on_session_state)
+        # called on the loop when this broker wins an election (with the epoch) or loses it
+        self.on_controllership: Callable[[int | None], None] | None = None
 
     @property
     def is_controller(self) -> bool:
@@ -140,7 +142,10 @@ class ClusterMembership:
         def update() -> None:
             if self._closed:
                 return
+            was = self.controller_id == self.broker_id
             self.controller_id = controller
+            if was and controller != self.broker_id and self.on_controllership is not None:
+                self.on_controllership(None)
             if controller is None:
                 asyncio.ensure_future(self._elect())
 
@@ -154,6 +159,8 @@ class ClusterMembership:
             self.controller_epoch = epoch
             self.controller_id = self.broker_id
             log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+            if self.on_controllership is not None:
+                self.on_controllership(epoch)
         else:
             self.controller_id = await self._call(self.zk.controller_id)
 

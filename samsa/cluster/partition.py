@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from samsa.storage.log import AppendInfo, Log
@@ -51,6 +52,8 @@ class Partition:
         self._high_watermark: int | None = None  # None: the log end offset (not replicated)
         self._waiters: set[asyncio.Future[None]] = set()
         self._replication_waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        # cluster mode: told when this leader's ISR changes, to write it to ZooKeeper
+        self.on_isr_change: Callable[[Partition], None] | None = None
 
     # --- roles ---------------------------------------------------------------------------------
 
@@ -109,6 +112,8 @@ class Partition:
             state.last_caught_up_ms = now
         if replica_id not in self.isr and fetch_offset >= self.high_watermark:
             self.isr.add(replica_id)  # caught up: back in sync
+            if self.on_isr_change is not None:
+                self.on_isr_change(self)
         self._advance_high_watermark()
         return True
 
@@ -121,6 +126,8 @@ class Partition:
         if out:
             self.isr -= out
             self._advance_high_watermark()
+            if self.on_isr_change is not None:
+                self.on_isr_change(self)
         return out
 
     def _advance_high_watermark(self) -> None:

@@ -86,9 +86,10 @@ class TopicStore:
 
     def create(
         self, name: str, partitions: int, configs: dict[str, str] | None = None,
-        internal: bool = False,
+        internal: bool = False, topic_id: uuid.UUID | None = None,
     ) -> Topic:
-        topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
+        """A new topic; ``topic_id`` when the cluster already named it (ZooKeeper mode)."""
+        topic = Topic(name, topic_id or uuid.uuid4(), partitions, dict(configs or {}), internal)
         self._add(topic)
         self._save()
         return topic

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
@@ -32,18 +32,35 @@ from samsa.cluster.zk_data import (
     CONTROLLER_PATH,
     INITIAL_CONTROLLER_EPOCH,
     PERSISTENT_ZK_PATHS,
+    PRODUCER_ID_BLOCK_PATH,
+    TOPICS_PATH,
     BrokerInfo,
     ControllerInfo,
+    EntityConfig,
+    PartitionState,
+    ProducerIdBlock,
+    TopicAssignment,
     ZkDataError,
     broker_path,
     decode_broker_info,
     decode_cluster_id,
     decode_controller,
     decode_controller_epoch,
+    decode_entity_config,
+    decode_partition_state,
+    decode_producer_id_block,
+    decode_topic_assignment,
     encode_broker_info,
     encode_cluster_id,
     encode_controller,
     encode_controller_epoch,
+    encode_entity_config,
+    encode_partition_state,
+    encode_producer_id_block,
+    encode_topic_assignment,
+    partition_state_path,
+    topic_config_path,
+    topic_path,
 )
 
 log = logging.getLogger(__name__)
@@ -199,3 +216,106 @@ class ZkClient:
                 self.client.delete(CONTROLLER_PATH, version=stat.version)
         except (NoNodeError, ZkDataError, KazooException):
             pass
+
+    # --- topics and partition states ------------------------------------------------------------
+
+    def create_topic(self, name: str, assignment: TopicAssignment,
+                     configs: dict[str, str]) -> bool:
+        """Write a new topic as Kafka's AdminZkClient does: its configs, then its assignment
+        (whose creation the controller and the brokers watch). False when it exists."""
+        self.client.ensure_path(topic_config_path(name))
+        self.client.set(topic_config_path(name), encode_entity_config(EntityConfig(configs)))
+        try:
+            self.client.create(topic_path(name), encode_topic_assignment(assignment),
+                               makepath=True)
+        except NodeExistsError:
+            return False
+        return True
+
+    def topics(self) -> list[str]:
+        return sorted(self.client.get_children(TOPICS_PATH))
+
+    def topic_assignment(self, name: str) -> TopicAssignment | None:
+        try:
+            data, _ = self.client.get(topic_path(name))
+        except NoNodeError:
+            return None
+        return decode_topic_assignment(data, path=topic_path(name))
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        try:
+            data, _ = self.client.get(topic_config_path(name))
+        except NoNodeError:
+            return {}
+        return dict(decode_entity_config(data, path=topic_config_path(name)).config)
+
+    def partition_state(self, topic: str, partition: int) -> tuple[PartitionState, int] | None:
+        """(state, znode version), None when the partition has no state yet."""
+        path = partition_state_path(topic, partition)
+        try:
+            data, stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        return decode_partition_state(data, path=path), stat.version
+
+    def create_partition_state(self, topic: str, partition: int,
+                               state: PartitionState) -> int | None:
+        """The new znode's version (0), None when another writer created it first."""
+        try:
+            self.client.create(partition_state_path(topic, partition),
+                               encode_partition_state(state), makepath=True)
+        except NodeExistsError:
+            return None
+        return 0
+
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState,
+                               version: int) -> int | None:
+        """Kafka's conditional update: the new version, None when the znode moved on since
+        ``version`` (the caller reads it again)."""
+        try:
+            stat = self.client.set(partition_state_path(topic, partition),
+                                   encode_partition_state(state), version=version)
+        except (BadVersionError, NoNodeError):
+            return None
+        return stat.version
+
+    def watch_topics(self, callback: Callable[[list[str]], None]) -> None:
+        """``callback(sorted topic names)`` now and at every change."""
+        self.client.ensure_path(TOPICS_PATH)
+        self.client.ChildrenWatch(TOPICS_PATH, lambda children: callback(sorted(children)))
+
+    def watch_partition_state(
+        self, topic: str, partition: int,
+        callback: Callable[[PartitionState | None, int], None],
+    ) -> None:
+        """``callback(state or None, version)`` now and whenever the state znode changes."""
+        path = partition_state_path(topic, partition)
+
+        def on_change(data: bytes | None, stat: object) -> None:
+            if data is None or stat is None:
+                callback(None, -1)
+                return
+            try:
+                callback(decode_partition_state(data, path=path), stat.version)  # type: ignore[attr-defined]
+            except ZkDataError as exc:
+                log.warning("unreadable %s: %s", path, exc)
+
+        self.client.DataWatch(path, on_change)
+
+    # --- producer ids ----------------------------------------------------------------------------
+
+    def take_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
+        """The next block of producer ids, unique in the cluster: Kafka's conditional update
+        of ``/latest_producer_id_block``."""
+        self.client.ensure_path(PRODUCER_ID_BLOCK_PATH)
+        while True:
+            data, stat = self.client.get(PRODUCER_ID_BLOCK_PATH)
+            last = decode_producer_id_block(data)
+            block = (ProducerIdBlock(broker_id, 0, 999) if last is None
+                     else last.next_block(broker_id))
+            try:
+                self.client.set(PRODUCER_ID_BLOCK_PATH, encode_producer_id_block(block),
+                                version=stat.version)
+                return block
+            except BadVersionError:
+                continue  # another broker took one meanwhile

@@ -47,11 +47,37 @@ def controller_id(ctx: RequestContext) -> int:
     return membership.controller_id if membership.controller_id is not None else -1
 
 
+def _cluster_partition(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
+    """A partition as the cluster's partition state znode describes it."""
+    manager = ctx.server.replica_manager
+    assert manager is not None
+    info = manager.partitions.get((topic, index))
+    live = ctx.server.live_brokers()
+    if info is None or info.state is None:
+        return {"error_code": ErrorCode.leader_not_available, "partition_index": index,
+                "leader_id": -1, "leader_epoch": -1,
+                "replica_nodes": list(info.replicas) if info else [], "isr_nodes": [],
+                "offline_replicas": []}
+    state = info.state
+    return {
+        "error_code": NONE if state.leader >= 0 else ErrorCode.leader_not_available,
+        "partition_index": index,
+        "leader_id": state.leader,
+        "leader_epoch": state.leader_epoch,
+        "replica_nodes": list(info.replicas),
+        "isr_nodes": list(state.isr),
+        "offline_replicas": [r for r in info.replicas if r not in live],
+    }
+
+
 def topic_entry(ctx: RequestContext, topic: Topic, operations: bool) -> dict[str, Any]:
     server = ctx.server
     node = server.broker_id
     partitions = []
     for index in range(topic.partitions):
+        if server.replica_manager is not None:
+            partitions.append(_cluster_partition(ctx, topic.name, index))
+            continue
         partition = server.partition(topic.name, index)
         partitions.append({
             "error_code": NONE,

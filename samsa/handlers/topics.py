@@ -58,12 +58,16 @@ def _check_manual_assignment(server: KafkaServer, broker_ids: Sequence[int]) -> 
             )
 
 
-def _check_replication_factor(factor: int) -> None:
-    if factor != 1:
+def _check_replication_factor(server: KafkaServer, factor: int) -> None:
+    live = len(server.live_brokers())
+    if server.membership is None and factor != 1:
         raise error(
             ErrorCode.invalid_replication_factor,
             f"Replication factor {factor} is larger than the 1 available broker.",
         )
+    if factor > live:
+        raise error(ErrorCode.invalid_replication_factor,
+                    f"Replication factor: {factor} larger than available brokers: {live}.")
 
 
 # --- CreateTopics --------------------------------------------------------------------------------
@@ -115,7 +119,7 @@ def _partition_count(server: KafkaServer, topic: Any) -> int:
     factor = topic.replication_factor
     if factor == -1:
         factor = server.config.get("default.replication.factor")
-    _check_replication_factor(factor)
+    _check_replication_factor(server, factor)
     if topic.num_partitions == -1:
         return int(server.config.get("num.partitions"))
     return int(topic.num_partitions)
@@ -193,8 +197,10 @@ async def create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
         taken[_collision_key(name)] = name
         topic_id = None
         if not validate_only:
-            created = server.create_topic(name, partitions, configs,
-                                          internal=name in INTERNAL_TOPICS)
+            factor = topic.replication_factor
+            created = server.create_topic(
+                name, partitions, configs, internal=name in INTERNAL_TOPICS,
+                replication_factor=factor if factor > 0 else None)
             topic_id = created.topic_id
         results.append(_created_result(ctx, name, topic_id, partitions, configs))
     return {"throttle_time": 0, "topics": results}

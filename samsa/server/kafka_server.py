@@ -16,14 +16,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from samsa.cluster.controller import Controller
 from samsa.cluster.membership import ClusterMembership
 from samsa.cluster.partition import Partition
+from samsa.cluster.placement import assign_replicas
+from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topics import Topic, TopicStore
-from samsa.cluster.zk_data import Endpoint
+from samsa.cluster.zk_data import Endpoint, ReplicaAssignment, TopicAssignment
 from samsa.config import BrokerConfig, ConfigError, LogConfig
 from samsa.coordinator.group_coordinator import GroupCoordinator
 from samsa.coordinator.txn_coordinator import TransactionCoordinator
-from samsa.errors import ErrorCode
+from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers import load_handlers
 from samsa.handlers.registry import APIS
 from samsa.protocol import build
@@ -99,6 +102,8 @@ class KafkaServer:
             connect, self.config.get("zookeeper.session.timeout.ms"),
             self.config.get("zookeeper.connection.timeout.ms"), self.config.get("broker.rack"),
         )
+        self.replica_manager: ReplicaManager | None = None
+        self.controller: Controller | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task] = []
         self._flushing: set[tuple[str, int]] = set()
@@ -124,7 +129,15 @@ class KafkaServer:
         # topics first: the logs open with their topic's config overrides
         self.topics = TopicStore(first_dir)
         self.log_manager.startup()
-        self.producer_ids = ProducerIdManager(first_dir)
+        take_block = None
+        if self.membership is not None:
+            zk = self.membership.zk
+
+            def take_block() -> tuple[int, int]:
+                block = zk.take_producer_id_block(self.broker_id)
+                return block.block_start, block.block_end
+
+        self.producer_ids = ProducerIdManager(first_dir, take_block)
         self._open_partitions()
         self._start_cleaner(asyncio.get_running_loop())
         self.group_coordinator = GroupCoordinator(self)
@@ -145,13 +158,32 @@ class KafkaServer:
             self.bound.append(Listener(listener.name, listener.host, port))
             self._servers.append(server)
         if self.membership is not None:
-            await self.membership.register(self.broker_id, tuple(
-                Endpoint(a.name, a.name, a.host, a.port) for a in self.advertised
-            ))
+            await self._join_cluster(self.membership)
         self._tasks.append(loop.create_task(self._background()))
         self.started = True
         log.info("samsa broker %d started on %s (cluster %s)", self.broker_id,
                  ", ".join(f"{b.host}:{b.port}" for b in self.bound), self.cluster_id)
+
+    async def _join_cluster(self, membership: ClusterMembership) -> None:
+        """Register, take part in the election (the winner runs the controller), and apply
+        the cluster's partition states to the local replicas."""
+        self.controller = Controller(membership.zk, lambda topic: self.topic_log_config(
+            topic).unclean_leader_election_enable)
+
+        def controllership(epoch: int | None) -> None:
+            assert self.controller is not None
+            if epoch is None:
+                self.controller.deactivate()
+            else:
+                self.controller.activate(epoch)
+
+        membership.on_controllership = controllership
+        await membership.register(self.broker_id, tuple(
+            Endpoint(a.name, a.name, a.host, a.port) for a in self.advertised
+        ))
+        self.replica_manager = ReplicaManager(self, membership.zk)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.replica_manager.start, loop)
 
     def _start_cleaner(self, loop: asyncio.AbstractEventLoop) -> None:
         c = self.config
@@ -218,6 +250,8 @@ class KafkaServer:
             write_atomically(Path(directory) / META_PROPERTIES, text.encode())
 
     def _open_partitions(self) -> None:
+        if self.membership is not None:
+            return  # cluster mode: the replica manager opens the replicas assigned here
         assert self.topics is not None
         wanted = {
             (t.name, p) for t in self.topics.topics.values() for p in range(t.partitions)
@@ -256,6 +290,10 @@ class KafkaServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
+        if self.replica_manager is not None:
+            await self.replica_manager.stop()
+        if self.controller is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.controller.close)
         if self.membership is not None:
             await self.membership.close()
         if self.cleaner is not None:  # joined off the loop: its swaps run on the loop
@@ -363,11 +401,38 @@ class KafkaServer:
             overrides = t.configs
         return LogConfig.from_props(overrides, defaults=self.log_manager.defaults)
 
+    def open_partition(self, name: str, index: int) -> Partition:
+        """Open (or create) the log of one partition of a known topic."""
+        partition = self.partitions.get((name, index))
+        if partition is None:
+            log_ = self.log_manager.get_or_create(name, index, self.topic_log_config(name))
+            partition = Partition(name, index, log_, broker_id=self.broker_id)
+            self.partitions[(name, index)] = partition
+        return partition
+
+    def live_brokers(self) -> dict[int, str | None]:
+        """Broker id -> rack of the brokers alive (this one alone on a single node)."""
+        if self.membership is None:
+            return {self.broker_id: self.config.get("broker.rack")}
+        return {b: info.rack for b, info in sorted(self.membership.brokers.items())}
+
     def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None,
-        internal: bool = False,
+        internal: bool = False, replication_factor: int | None = None,
     ) -> Topic:
-        """Create a topic and its partition logs (arguments already validated)."""
+        """Create a topic and its partition logs (arguments already validated). In cluster
+        mode: its replicas placed on the live brokers, written to ZooKeeper; the brokers open
+        the logs when they see it (``Topic`` returned with the id written)."""
+        if self.membership is not None:
+            factor = replication_factor or self.config.get("default.replication.factor")
+            placed = assign_replicas(self.live_brokers(), partitions, factor)
+            topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
+            assignment = TopicAssignment(
+                {p: ReplicaAssignment(tuple(r)) for p, r in placed.items()}, topic.topic_id)
+            if not self.membership.zk.create_topic(name, assignment, dict(configs or {})):
+                raise KafkaError(f"Topic '{name}' already exists.",
+                                 ErrorCode.topic_already_exists)
+            return topic
         assert self.topics is not None
         topic = self.topics.create(name, partitions, dict(configs or {}), internal)
         self._open_topic_partitions(topic)

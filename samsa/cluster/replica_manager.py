@@ -1,0 +1,205 @@
+"""A broker's partitions in ZooKeeper mode: which it hosts, and whether it leads or follows.
+
+Watches (kazoo threads, moved onto the broker's event loop):
+
+* ``/brokers/topics``: a new topic enters the broker's TopicStore with its id and configs,
+  and the logs of the partitions this broker is a replica of are opened;
+* every partition's state znode: the cluster's metadata (leader, leader epoch, ISR), which
+  Metadata answers from. For a local replica the state is applied: the leader makes its
+  partition leader (``Partition.make_leader``), the others follow it (``make_follower`` plus
+  the ``ReplicaFetcher`` of that leader broker). A state from an older controller epoch than
+  the last one seen for the partition is ignored (a deposed controller).
+
+A leader's ISR changes (``Partition.on_isr_change``) are written back to the state znode,
+conditional on the version the broker last saw, as Kafka's ZooKeeper-mode leaders do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from samsa.cluster.leader_election import isr_change
+from samsa.cluster.partition import Partition
+from samsa.cluster.replica_fetcher import ReplicaFetcher
+from samsa.cluster.zk_client import ZkClient
+from samsa.cluster.zk_data import NO_LEADER, PartitionState, TopicAssignment
+
+if TYPE_CHECKING:
+    from samsa.server.kafka_server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PartitionInfo:
+    replicas: tuple[int, ...]
+    state: PartitionState | None = None
+    version: int = -1
+
+
+class ReplicaManager:
+    def __init__(self, server: KafkaServer, zk: ZkClient) -> None:
+        self.server = server
+        self.zk = zk
+        self.assignments: dict[str, TopicAssignment] = {}
+        self.partitions: dict[tuple[str, int], PartitionInfo] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def broker_id(self) -> int:
+        return self.server.broker_id
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Watch the topics (blocking: run it in an executor); events go to ``loop``."""
+        self._loop = loop
+        self.zk.watch_topics(self._on_topics)
+
+    async def stop(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*(f.stop() for f in self.fetchers.values()),
+                             return_exceptions=True)
+        self.fetchers.clear()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _to_loop(self, fn: Any, *args: Any) -> None:
+        if self._loop is not None and not self._closed:
+            self._loop.call_soon_threadsafe(fn, *args)
+
+    # --- topics --------------------------------------------------------------------------------
+
+    def _on_topics(self, names: list[str]) -> None:  # kazoo thread
+        for name in names:
+            if name not in self.assignments:
+                assignment = self.zk.topic_assignment(name)
+                if assignment is not None:
+                    configs = self.zk.topic_configs(name)
+                    self._to_loop(self._add_topic, name, assignment, configs)
+
+    def _add_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str]) -> None:
+        if name in self.assignments or self._closed:
+            return
+        self.assignments[name] = assignment
+        server = self.server
+        assert server.topics is not None
+        if server.topics.get(name) is None:
+            server.topics.create(name, len(assignment.partitions), configs,
+                                 internal=name.startswith("__"), topic_id=assignment.topic_id)
+        for index, replicas in sorted(assignment.partitions.items()):
+            self.partitions[(name, index)] = PartitionInfo(replicas.replicas)
+            if self.broker_id in replicas.replicas:
+                server.open_partition(name, index)
+
+            def watch(state: PartitionState | None, version: int, index: int = index) -> None:
+                self._to_loop(self._apply_state, name, index, state, version)
+
+            self.zk.watch_partition_state(name, index, watch)
+
+    # --- partition states ----------------------------------------------------------------------
+
+    def _apply_state(self, topic: str, index: int, state: PartitionState | None,
+                     version: int) -> None:
+        info = self.partitions.get((topic, index))
+        if info is None or state is None or self._closed:
+            return
+        if info.state is not None and state.controller_epoch < info.state.controller_epoch:
+            log.warning("%s-%d: ignoring a state from controller epoch %d (seen %d)", topic,
+                        index, state.controller_epoch, info.state.controller_epoch)
+            return
+        info.state, info.version = state, version
+        partition = self.server.partition(topic, index)
+        if partition is None or self.broker_id not in info.replicas:
+            return
+        if state.leader == self.broker_id:
+            self._stop_following(partition)
+            if not (partition.is_leader and partition.replicated
+                    and partition.leader_epoch == state.leader_epoch):
+                partition.make_leader(info.replicas, set(state.isr), state.leader_epoch)
+                partition.on_isr_change = self._isr_changed
+                log.info("%s-%d: leading at epoch %d, ISR %s", topic, index,
+                         state.leader_epoch, list(state.isr))
+            else:
+                partition.isr = set(state.isr) | {self.broker_id}
+        else:
+            partition.make_follower(state.leader, info.replicas, state.leader_epoch)
+            self._stop_following(partition)
+            if state.leader != NO_LEADER:
+                self._follow(partition, state.leader, state.leader_epoch)
+
+    def _stop_following(self, partition: Partition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove_partition(partition.topic, partition.index)
+
+    def _follow(self, partition: Partition, leader: int, epoch: int) -> None:
+        fetcher = self.fetchers.get(leader)
+        if fetcher is None:
+            membership = self.server.membership
+            info = membership.brokers.get(leader) if membership is not None else None
+            endpoint = info.plaintext_endpoint() if info is not None else None
+            if endpoint is None:
+                log.warning("%s-%d: leader %d is not registered yet; retrying", partition.topic,
+                            partition.index, leader)
+                assert self._loop is not None
+                self._loop.call_later(0.5, self._retry_follow, partition, leader, epoch)
+                return
+            c = self.server.config
+            fetcher = ReplicaFetcher(
+                self.broker_id, (endpoint.host or "127.0.0.1", endpoint.port),
+                leader_id=leader,
+                fetch_max_bytes=c.get("replica.fetch.max.bytes"),
+                fetch_response_max_bytes=c.get("replica.fetch.response.max.bytes"),
+                fetch_wait_max_ms=c.get("replica.fetch.wait.max.ms"),
+                fetch_min_bytes=c.get("replica.fetch.min.bytes"),
+                fetch_backoff_ms=c.get("replica.fetch.backoff.ms"),
+                socket_timeout_ms=c.get("replica.socket.timeout.ms"),
+            )
+            self.fetchers[leader] = fetcher
+            fetcher.start()
+        fetcher.add_partition(partition, epoch)
+
+    def _retry_follow(self, partition: Partition, leader: int, epoch: int) -> None:
+        info = self.partitions.get((partition.topic, partition.index))
+        if (not self._closed and info is not None and info.state is not None
+                and info.state.leader == leader and info.state.leader_epoch == epoch):
+            self._follow(partition, leader, epoch)
+
+    # --- ISR changes of the partitions this broker leads ---------------------------------------
+
+    def _isr_changed(self, partition: Partition) -> None:
+        self._spawn(self._write_isr(partition))
+
+    async def _write_isr(self, partition: Partition) -> None:
+        key = (partition.topic, partition.index)
+        assert self._loop is not None
+        for _ in range(5):
+            info = self.partitions.get(key)
+            if info is None or info.state is None or info.state.leader != self.broker_id:
+                return
+            new = isr_change(info.state, partition.isr)
+            if new is None:
+                return
+            version = await self._loop.run_in_executor(
+                None, self.zk.update_partition_state, partition.topic, partition.index, new,
+                info.version)
+            if version is not None:
+                info.state, info.version = new, version
+                log.info("%s-%d: ISR %s written", partition.topic, partition.index,
+                         list(new.isr))
+                return
+            found = await self._loop.run_in_executor(
+                None, self.zk.partition_state, partition.topic, partition.index)
+            if found is None:
+                return
+            info.state, info.version = found
+        log.warning("%s-%d: could not write the ISR (the state kept changing)", *key)
