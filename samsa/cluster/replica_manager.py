@@ -129,6 +129,7 @@ class ReplicaManager:
                 partition.on_isr_change = self._isr_changed
                 log.info("%s-%d: leading at epoch %d, ISR %s", topic, index,
                          state.leader_epoch, list(state.isr))
+                self.server.became_leader(topic, index)
             else:
                 partition.isr = set(state.isr) | {self.broker_id}
         else:

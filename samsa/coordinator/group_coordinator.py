@@ -184,8 +184,20 @@ class GroupCoordinator:
     # --- persistence -------------------------------------------------------------------------
 
     def ensure_offsets_topic(self) -> None:
+        c = self.server.config
         self.server.ensure_internal_topic(OFFSETS_TOPIC, self.num_partitions,
-                                          self.server.config.get("offsets.topic.segment.bytes"))
+                                          c.get("offsets.topic.segment.bytes"),
+                                          c.get("offsets.topic.replication.factor"))
+
+    def load_partition(self, log: Any) -> None:
+        """Cluster mode: this broker became the leader of a __consumer_offsets partition:
+        read the groups stored there."""
+        self._loading = int(log.name.rsplit("-", 1)[1])
+        try:
+            self._load_partition(log)
+        finally:
+            self._loading = None
+            self._loaded_at_home.clear()
 
     def _write(self, group_id: str, records: list[RecordInput]) -> int:
         """Append records to the group's __consumer_offsets partition (acks=all on one node);
@@ -194,8 +206,7 @@ class GroupCoordinator:
             return -1
         self.ensure_offsets_topic()
         index = partition_for(group_id, self.num_partitions)
-        partition = self.server.partition(OFFSETS_TOPIC, index)
-        assert partition is not None
+        partition = self.server.coordinator_partition(OFFSETS_TOPIC, index)
         return partition.append(encode_batch(records, timestamp=now_ms())).first_offset
 
     def _group_record(self, group: Group) -> RecordInput:
@@ -688,8 +699,7 @@ class GroupCoordinator:
         if records:
             self.ensure_offsets_topic()
             index = partition_for(group_id, self.num_partitions)
-            partition = self.server.partition(OFFSETS_TOPIC, index)
-            assert partition is not None
+            partition = self.server.coordinator_partition(OFFSETS_TOPIC, index)
             batch = encode_batch(records, timestamp=now_ms(), producer_id=producer_id,
                                  producer_epoch=producer_epoch, transactional=True)
             try:

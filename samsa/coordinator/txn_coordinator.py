@@ -143,6 +143,11 @@ class TransactionCoordinator:
                          meta.state.display)
                 self._complete_or_retry(meta, meta.state == TxnState.PREPARE_COMMIT)
 
+    def load_partition(self, log_: object) -> None:
+        """Cluster mode: this broker became the leader of a __transaction_state partition."""
+        self._load_partition(log_)
+        self.complete_prepared()
+
     def _load_partition(self, log_: object) -> None:
         from samsa.storage.log import Log
 
@@ -205,14 +210,13 @@ class TransactionCoordinator:
     # --- persistence -------------------------------------------------------------------------
 
     def _write(self, txn_id: str, value: bytes | None) -> None:
+        c = self.server.config
         self.server.ensure_internal_topic(
-            TXN_STATE_TOPIC, self.num_partitions,
-            self.server.config.get("transaction.state.log.segment.bytes"),
+            TXN_STATE_TOPIC, self.num_partitions, c.get("transaction.state.log.segment.bytes"),
+            c.get("transaction.state.log.replication.factor"),
         )
-        partition = self.server.partition(
-            TXN_STATE_TOPIC, partition_for(txn_id, self.num_partitions)
-        )
-        assert partition is not None
+        partition = self.server.coordinator_partition(
+            TXN_STATE_TOPIC, partition_for(txn_id, self.num_partitions))
         partition.append(encode_batch([RecordInput(value, encode_txn_key(txn_id))],
                                       timestamp=now_ms()))
 

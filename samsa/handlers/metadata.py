@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.cluster.topics import Topic, topic_name_problem
-from samsa.errors import ErrorCode
+from samsa.coordinator.records import partition_for
+from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.registry import api
 from samsa.server.context import RequestContext
 
@@ -136,7 +137,11 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 if not auto:
                     entries.append(_error_entry(name, ErrorCode.unknown_topic_or_partition))
                     continue
-                topic = server.create_topic(name, server.config.get("num.partitions"))
+                try:
+                    topic = server.create_topic(name, server.config.get("num.partitions"))
+                except KafkaError:  # cluster mode: created meanwhile, not seen here yet
+                    entries.append(_error_entry(name, ErrorCode.leader_not_available))
+                    continue
             entries.append(topic_entry(ctx, topic, operations))
     cluster_ops = getattr(request, "include_cluster_authorized_operations", False)
     return {
@@ -151,20 +156,63 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
     }
 
 
+_NO_NODE = {"node_id": -1, "host": "", "port": -1}
+# key type -> (internal topic, its partition count key, its replication factor key)
+_COORDINATOR_TOPICS = {
+    0: ("__consumer_offsets", "offsets.topic.num.partitions", "offsets.topic.replication.factor"),
+    1: ("__transaction_state", "transaction.state.log.num.partitions",
+        "transaction.state.log.replication.factor"),
+}
+
+
+def _cluster_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+    """In cluster mode the coordinator of a group or transactional id is the leader of its
+    internal topic's partition; the topic is created on first use (its replication factor
+    capped by the live brokers) and COORDINATOR_NOT_AVAILABLE answers until it has a leader."""
+    server = ctx.server
+    manager = server.replica_manager
+    assert manager is not None and server.membership is not None
+    topic, partitions_key, factor_key = _COORDINATOR_TOPICS[key_type]
+    partitions = server.config.get(partitions_key)
+    if topic not in manager.assignments:
+        try:
+            server.create_topic(topic, partitions, {"cleanup.policy": "compact"},
+                                internal=True, replication_factor=min(
+                                    server.config.get(factor_key), len(server.live_brokers())))
+        except KafkaError:
+            pass  # created by another broker meanwhile
+        return {**_NO_NODE, "error_code": ErrorCode.coordinator_not_available,
+                "error_message": f"{topic} is being created"}
+    info = manager.partitions.get((topic, partition_for(key, partitions)))
+    leader = info.state.leader if info is not None and info.state is not None else -1
+    registered = server.membership.brokers.get(leader)
+    endpoint = registered.plaintext_endpoint() if registered is not None else None
+    if endpoint is None:
+        return {**_NO_NODE, "error_code": ErrorCode.coordinator_not_available,
+                "error_message": "the coordinator has no leader yet"}
+    return {"node_id": leader, "host": endpoint.host or "", "port": endpoint.port,
+            "error_code": NONE, "error_message": None}
+
+
 @api(10, "FindCoordinator", 0, 6)
 async def find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
     listener = ctx.server.advertised[0]
-    node = {"node_id": ctx.server.broker_id, "host": listener.host, "port": listener.port,
-            "error_code": NONE, "error_message": None}
-    if getattr(request, "key_type", 0) not in (0, 1):  # 0 group, 1 transaction
-        node = {"node_id": -1, "host": "", "port": -1,
-                "error_code": ErrorCode.invalid_request,
-                "error_message": f"unknown coordinator key type {request.key_type}"}
+    key_type = getattr(request, "key_type", 0)
+    keys = [request.key] if ctx.version < 4 else list(request.coordinator_keys)
+    if key_type not in (0, 1):  # 0 group, 1 transaction
+        nodes = [{**_NO_NODE, "error_code": ErrorCode.invalid_request,
+                  "error_message": f"unknown coordinator key type {key_type}"} for _ in keys]
+    elif ctx.server.replica_manager is not None:
+        nodes = [_cluster_coordinator(ctx, key, key_type) for key in keys]
+    else:
+        nodes = [{"node_id": ctx.server.broker_id, "host": listener.host,
+                  "port": listener.port, "error_code": NONE, "error_message": None}
+                 for _ in keys]
     if ctx.version < 4:
-        return {"throttle_time": 0, **node}
+        return {"throttle_time": 0, **nodes[0]}
     return {
         "throttle_time": 0,
-        "coordinators": [{"key": key, **node} for key in request.coordinator_keys],
+        "coordinators": [{"key": key, **node} for key, node in zip(keys, nodes, strict=True)],
     }
 
 

@@ -438,13 +438,42 @@ class KafkaServer:
         self._open_topic_partitions(topic)
         return topic
 
-    def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int) -> None:
-        """A coordinator's compacted internal topic, created on first use."""
+    def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int,
+                              replication_factor: int = 1) -> None:
+        """A coordinator's compacted internal topic, created on first use (in cluster mode
+        with the replication factor capped by the live brokers)."""
         assert self.topics is not None
-        if self.topics.get(name) is None:
+        if self.topics.get(name) is not None:
+            return
+        if self.replica_manager is not None and name in self.replica_manager.assignments:
+            return
+        try:
             self.create_topic(name, partitions, {"cleanup.policy": "compact",
                                                  "segment.bytes": str(segment_bytes)},
-                              internal=True)
+                              internal=True, replication_factor=min(
+                                  replication_factor, len(self.live_brokers())))
+        except KafkaError:
+            pass  # cluster mode: another broker created it meanwhile
+
+    def coordinator_partition(self, name: str, index: int) -> Partition:
+        """The local leader of an internal topic's partition, where a coordinator writes;
+        NOT_COORDINATOR when this broker does not lead it (cluster mode)."""
+        partition = self.partition(name, index)
+        if partition is None or (partition.replicated and not partition.is_leader):
+            raise KafkaError(f"this broker does not lead {name}-{index}",
+                             ErrorCode.not_coordinator)
+        return partition
+
+    def became_leader(self, name: str, index: int) -> None:
+        """Cluster mode: this broker now leads ``name``-``index``; a coordinator whose state
+        lives there loads it."""
+        partition = self.partition(name, index)
+        if partition is None:
+            return
+        if name == "__consumer_offsets" and self.group_coordinator is not None:
+            self.group_coordinator.load_partition(partition.log)
+        elif name == "__transaction_state" and self.txn_coordinator is not None:
+            self.txn_coordinator.load_partition(partition.log)
 
     def delete_topic(self, name: str) -> None:
         assert self.topics is not None

@@ -122,3 +122,39 @@ def test_replicated_topic_survives_its_leaders_broker(cluster: list[samsa.Broker
     for p in range(3):
         expected = [v for part, _, v in sorted(acked) if part == p]
         assert got[p] == expected, f"partition {p} differs from what was acknowledged"
+
+
+def test_consumer_group_in_a_cluster(cluster: list[samsa.Broker]) -> None:
+    """FindCoordinator names the leader of the group's __consumer_offsets partition (created
+    on first use, replicated); a group member reads everything and commits, and a new member
+    of the group starts after the committed offsets."""
+    servers = bootstrap(cluster)
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic("events", 3, 3)])["events"].result(30)
+    wait_for(lambda: (s := leaders(admin, "events")) and all(
+        leader >= 0 for leader, _, _ in s.values()), timeout=30, what="leaders")
+    acked = produce(servers, "events", [f"e{i}".encode() for i in range(90)])
+
+    def consume(expected: int, timeout: float) -> list[bytes]:
+        consumer = Consumer({"bootstrap.servers": servers, "group.id": "readers",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe(["events"])
+        got: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline and len(got) < expected:
+                msg = consumer.poll(0.5)
+                if msg is not None and not msg.error():
+                    got.append(msg.value())
+            if got:
+                consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        return got
+
+    first = consume(90, 60)
+    assert sorted(first) == sorted(v for _, _, v in acked)
+    meta = admin.list_topics("__consumer_offsets", timeout=15).topics["__consumer_offsets"]
+    assert all(len(p.replicas) == 3 for p in meta.partitions.values())
+    produce(servers, "events", [b"late"])
+    assert consume(1, 30) == [b"late"]  # the group resumes after its committed offsets
