@@ -158,3 +158,13 @@ def test_consumer_group_in_a_cluster(cluster: list[samsa.Broker]) -> None:
     assert all(len(p.replicas) == 3 for p in meta.partitions.values())
     produce(servers, "events", [b"late"])
     assert consume(1, 30) == [b"late"]  # the group resumes after its committed offsets
+
+
+def test_transactions_are_refused_in_cluster_mode_for_now(cluster: list[samsa.Broker]) -> None:
+    """Transaction markers do not reach other brokers yet: a transactional producer is refused
+    at once (a fatal error naming the cause) instead of leaving transactions open."""
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": "t1"})
+    with pytest.raises(KafkaException) as failure:
+        producer.init_transactions(30)
+    assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in str(failure.value) or (
+        failure.value.args[0].code() == 53)
