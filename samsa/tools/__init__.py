@@ -2,19 +2,25 @@
 
 ``samsa topics`` (kafka-topics.sh), ``samsa configs`` (kafka-configs.sh), ``samsa produce``
 (kafka-console-producer.sh), ``samsa consume`` (kafka-console-consumer.sh), ``samsa groups``
-(kafka-consumer-groups.sh) and ``samsa transactions`` (kafka-transactions.sh).
+(kafka-consumer-groups.sh), ``samsa transactions`` (kafka-transactions.sh), and ``samsa cluster
+up|down``: a local ZooKeeper and N brokers for trying a cluster on one machine.
 """
 
 from __future__ import annotations
 
 import click
 
+from samsa.tools.cluster import cluster
 from samsa.tools.configs import configs
 from samsa.tools.console import consume, produce
 from samsa.tools.groups import groups
 from samsa.tools.topics import topics
 from samsa.tools.transactions import transactions
 
-COMMANDS: tuple[click.Command, ...] = (topics, configs, produce, consume, groups, transactions)
+COMMANDS: tuple[click.Command, ...] = (
+    topics, configs, produce, consume, groups, transactions, cluster,
+)
 
-__all__ = ["COMMANDS", "configs", "consume", "groups", "produce", "topics", "transactions"]
+__all__ = [
+    "COMMANDS", "cluster", "configs", "consume", "groups", "produce", "topics", "transactions",
+]
