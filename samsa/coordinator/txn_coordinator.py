@@ -31,6 +31,14 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from kio.schema.write_txn_markers.v1.request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
+
+from samsa.cluster.replica_fetcher import LeaderConnectionError
+from samsa.cluster.replica_fetcher import _LeaderConnection as BrokerConnection
 from samsa.coordinator.records import partition_for
 from samsa.coordinator.txn_records import (
     TxnValue,
@@ -53,6 +61,12 @@ OFFSETS_TOPIC = "__consumer_offsets"
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 2**15 - 1
 COORDINATOR_EPOCH = 0  # a single node never hands its transactional ids over
+WRITE_TXN_MARKERS = 27
+MARKER_TIMEOUT_S = 10.0
+
+
+class MarkerError(RuntimeError):
+    """Markers could not reach a partition's leader (retried on the next tick)."""
 
 
 class TxnState(IntEnum):
@@ -121,7 +135,7 @@ class TransactionCoordinator:
 
     # --- lifecycle --------------------------------------------------------------------------
 
-    def start(self) -> None:
+    async def start(self) -> None:
         """Replay __transaction_state, finish transactions a crash left half-ended, start the
         timeout timer. Runs after the group coordinator has loaded (markers reach it)."""
         topics = self.server.topics
@@ -130,10 +144,10 @@ class TransactionCoordinator:
                 partition = self.server.partition(TXN_STATE_TOPIC, index)
                 if partition is not None:
                     self._load_partition(partition.log)
-        self.complete_prepared()
+        await self.complete_prepared()
         self._task = asyncio.get_running_loop().create_task(self._timer())
 
-    def complete_prepared(self) -> None:
+    async def complete_prepared(self) -> None:
         """Finish every transaction whose Prepare state is written but whose markers are not
         (a crash, or a marker write that failed): at start-up and on every timer tick."""
         for meta in list(self.txns.values()):
@@ -141,12 +155,12 @@ class TransactionCoordinator:
                               TxnState.PREPARE_EPOCH_FENCE):
                 log.info("completing transaction %r left in %s", meta.transactional_id,
                          meta.state.display)
-                self._complete_or_retry(meta, meta.state == TxnState.PREPARE_COMMIT)
+                await self._complete_or_retry(meta, meta.state == TxnState.PREPARE_COMMIT)
 
     def load_partition(self, log_: object) -> None:
         """Cluster mode: this broker became the leader of a __transaction_state partition."""
         self._load_partition(log_)
-        self.complete_prepared()
+        asyncio.ensure_future(self.complete_prepared())
 
     def _load_partition(self, log_: object) -> None:
         from samsa.storage.log import Log
@@ -199,8 +213,8 @@ class TransactionCoordinator:
         while True:
             await asyncio.sleep(self.abort_interval_s)
             try:
-                self.complete_prepared()
-                self.abort_timed_out(now_ms())
+                await self.complete_prepared()
+                await self.abort_timed_out(now_ms())
                 if loop.time() - last_removal >= self.remove_interval_s:
                     last_removal = loop.time()
                     self.remove_expired(now_ms())
@@ -232,7 +246,7 @@ class TransactionCoordinator:
         assert self.server.producer_ids is not None
         return self.server.producer_ids.next_id()
 
-    def init_producer_id(
+    async def init_producer_id(
         self, txn_id: str, timeout_ms: int, producer_id: int = -1, producer_epoch: int = -1
     ) -> tuple[ErrorCode, int, int]:
         """InitProducerId with a transactional id: (error, producer id, epoch)."""
@@ -256,7 +270,7 @@ class TransactionCoordinator:
         if meta.state == TxnState.ONGOING:
             # a new incarnation of the producer: abort the old one's transaction first, with
             # a bumped epoch that fences the old producer everywhere the transaction wrote
-            self._fence_and_abort(meta)
+            await self._fence_and_abort(meta)
             if meta.state != TxnState.COMPLETE_ABORT:  # markers not written yet: retry later
                 return ErrorCode.concurrent_transactions, -1, -1
         if expected and producer_epoch != meta.producer_epoch:
@@ -275,12 +289,12 @@ class TransactionCoordinator:
         self._store(meta, TxnState.EMPTY)
         return ErrorCode.none, meta.producer_id, meta.producer_epoch
 
-    def _fence_and_abort(self, meta: TxnMetadata) -> None:
+    async def _fence_and_abort(self, meta: TxnMetadata) -> None:
         if meta.producer_epoch + 1 < MAX_EPOCH:
             meta.producer_epoch += 1
         meta.last_producer_epoch = NO_PRODUCER_EPOCH
         self._store(meta, TxnState.PREPARE_EPOCH_FENCE)
-        self._complete_or_retry(meta, commit=False)
+        await self._complete_or_retry(meta, commit=False)
 
     def _check_producer(
         self, txn_id: str, producer_id: int, producer_epoch: int
@@ -326,8 +340,8 @@ class TransactionCoordinator:
         tp = (OFFSETS_TOPIC, partition_for(group_id, coordinator.num_partitions))
         return self.add_partitions(txn_id, producer_id, producer_epoch, [tp])[tp]
 
-    def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
-                commit: bool) -> ErrorCode:
+    async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int,
+                      commit: bool) -> ErrorCode:
         meta, error = self._check_producer(txn_id, producer_id, producer_epoch)
         if meta is None:
             return error
@@ -336,7 +350,7 @@ class TransactionCoordinator:
             self._store(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
             # the Prepare record is the commit point: from here the outcome is decided, and a
             # failed marker write is retried by the timer, as Kafka's marker channel retries
-            self._complete_or_retry(meta, commit)
+            await self._complete_or_retry(meta, commit)
             return ErrorCode.none
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if state == done:
@@ -346,18 +360,28 @@ class TransactionCoordinator:
             return ErrorCode.concurrent_transactions
         return ErrorCode.invalid_txn_state
 
-    def _complete_or_retry(self, meta: TxnMetadata, commit: bool) -> None:
+    async def _complete_or_retry(self, meta: TxnMetadata, commit: bool) -> None:
         try:
-            self._complete(meta, commit)
-        except OSError as exc:
+            await self._complete(meta, commit)
+        except (OSError, MarkerError) as exc:
             log.error("transaction %r: writing its %s markers failed (%s); retrying at the next "
                       "tick", meta.transactional_id, "commit" if commit else "abort", exc)
 
-    def _complete(self, meta: TxnMetadata, commit: bool) -> None:
-        """Write the markers of a prepared transaction, then its Complete state."""
+    async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
+        """Write the markers of a prepared transaction, then its Complete state. Partitions
+        led by other brokers (cluster mode) get theirs with WriteTxnMarkers."""
         groups = self.server.group_coordinator
+        remote: dict[int, list[tuple[str, int]]] = {}
         for topic, index in sorted(meta.partitions):
             partition = self.server.partition(topic, index)
+            manager = self.server.replica_manager
+            if manager is not None and (partition is None or not partition.is_leader):
+                info = manager.partitions.get((topic, index))
+                if info is None:
+                    continue  # deleted since it was added: nothing to mark
+                leader = info.state.leader if info.state is not None else -1
+                remote.setdefault(leader, []).append((topic, index))
+                continue
             if partition is None:
                 continue  # deleted since it was added: nothing to mark
             try:
@@ -370,15 +394,56 @@ class TransactionCoordinator:
                 continue
             if topic == OFFSETS_TOPIC and groups is not None:
                 groups.complete_txn_offsets(index, meta.producer_id, commit)
+        for leader, partitions in sorted(remote.items()):
+            await self._send_markers(leader, meta, commit, partitions)
         meta.partitions = set()
         self._store(meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
+
+    async def _send_markers(self, leader: int, meta: TxnMetadata, commit: bool,
+                            partitions: list[tuple[str, int]]) -> None:
+        """WriteTxnMarkers to the leader of ``partitions``; MarkerError (retried on the next
+        tick) unless every partition took its marker or is gone."""
+        membership = self.server.membership
+        registered = membership.brokers.get(leader) if membership is not None else None
+        endpoint = registered.plaintext_endpoint() if registered is not None else None
+        if endpoint is None:
+            raise MarkerError(f"no live leader ({leader}) for {partitions}")
+        topics: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            topics.setdefault(topic, []).append(index)
+        body = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+            producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+            transaction_result=commit, coordinator_epoch=COORDINATOR_EPOCH,
+            topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps))
+                         for t, ps in topics.items())),))
+        try:
+            connection = await BrokerConnection.open(
+                endpoint.host or "127.0.0.1", endpoint.port,
+                f"broker-{self.server.broker_id}-txn-markers", MARKER_TIMEOUT_S)
+        except LeaderConnectionError as exc:
+            raise MarkerError(str(exc)) from exc
+        try:
+            response = await connection.request(WRITE_TXN_MARKERS, 1, body, MARKER_TIMEOUT_S)
+        except LeaderConnectionError as exc:
+            raise MarkerError(str(exc)) from exc
+        finally:
+            await connection.close()
+        failed = [(t.name, p.partition_index, p.error_code)
+                  for m in response.markers for t in m.topics for p in t.partitions
+                  if p.error_code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition)]
+        if failed:
+            raise MarkerError(f"broker {leader} refused markers: {failed}")
 
     def verify(self, txn_id: str | None, producer_id: int, producer_epoch: int, topic: str,
                index: int) -> ErrorCode:
         """A transactional produce (or offset commit) must come from the current epoch, inside
-        an open transaction that added its partition: otherwise its data could hang the LSO."""
+        an open transaction that added its partition: otherwise its data could hang the LSO.
+        In cluster mode only the transactional id's coordinator can tell (KIP-890's
+        verification request to it is not built): elsewhere nothing is checked."""
         if txn_id is None:
             return ErrorCode.invalid_txn_state
+        if txn_id not in self.txns and not self._coordinates(txn_id):
+            return ErrorCode.none
         meta = self.txns.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping
@@ -390,14 +455,22 @@ class TransactionCoordinator:
 
     # --- timers ------------------------------------------------------------------------------
 
-    def abort_timed_out(self, at_ms: int) -> list[str]:
+    def _coordinates(self, txn_id: str) -> bool:
+        """Whether this broker is the transactional id's coordinator."""
+        if self.server.replica_manager is None:
+            return True
+        partition = self.server.partition(TXN_STATE_TOPIC,
+                                          partition_for(txn_id, self.num_partitions))
+        return partition is not None and partition.is_leader
+
+    async def abort_timed_out(self, at_ms: int) -> list[str]:
         """Abort (and fence) every transaction open for longer than its timeout."""
         aborted = []
         for meta in list(self.txns.values()):
             if meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms < at_ms:
                 log.info("aborting transaction %r (producer %d): open for more than %d ms",
                          meta.transactional_id, meta.producer_id, meta.timeout_ms)
-                self._fence_and_abort(meta)
+                await self._fence_and_abort(meta)
                 aborted.append(meta.transactional_id)
         return aborted
 

@@ -41,14 +41,7 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
         assert ctx.server.producer_ids is not None
         return {"throttle_time": 0, "error_code": ErrorCode.none,
                 "producer_id": ctx.server.producer_ids.next_id(), "producer_epoch": 0}
-    if ctx.server.replica_manager is not None:
-        # markers to partitions led by other brokers are not written yet: refuse rather than
-        # leave transactions open there forever
-        log.warning("InitProducerId for transactional id %r refused: transactions are not "
-                    "supported in cluster mode yet", request.transactional_id)
-        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
-                "producer_id": -1, "producer_epoch": -1}
-    code, pid, epoch = _txns(ctx).init_producer_id(
+    code, pid, epoch = await _txns(ctx).init_producer_id(
         request.transactional_id, to_ms(request.transaction_timeout),
         getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1),
     )
@@ -82,7 +75,7 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> dict[str, Any
 
 @api(26, "EndTxn", 0, 3)
 async def end_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    code = _txns(ctx).end_txn(request.transactional_id, request.producer_id,
+    code = await _txns(ctx).end_txn(request.transactional_id, request.producer_id,
                               request.producer_epoch, request.committed)
     return {"throttle_time": 0, "error_code": _fenced(code, ctx.version, 2)}
 

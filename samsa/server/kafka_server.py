@@ -144,7 +144,7 @@ class KafkaServer:
         self.group_coordinator.start()
         # after the groups: completing a half-ended transaction reaches their offsets
         self.txn_coordinator = TransactionCoordinator(self)
-        self.txn_coordinator.start()
+        await self.txn_coordinator.start()
         loop = asyncio.get_running_loop()
         max_request = self.config.get("socket.request.max.bytes")
         for listener in self.listeners:

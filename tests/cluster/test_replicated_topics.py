@@ -160,11 +160,48 @@ def test_consumer_group_in_a_cluster(cluster: list[samsa.Broker]) -> None:
     assert consume(1, 30) == [b"late"]  # the group resumes after its committed offsets
 
 
-def test_transactions_are_refused_in_cluster_mode_for_now(cluster: list[samsa.Broker]) -> None:
-    """Transaction markers do not reach other brokers yet: a transactional producer is refused
-    at once (a fatal error naming the cause) instead of leaving transactions open."""
-    producer = Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": "t1"})
-    with pytest.raises(KafkaException) as failure:
-        producer.init_transactions(30)
-    assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in str(failure.value) or (
-        failure.value.args[0].code() == 53)
+def test_transactions_across_brokers(cluster: list[samsa.Broker]) -> None:
+    """A transaction over partitions led by different brokers: the coordinator (the leader of
+    the id's __transaction_state partition) sends WriteTxnMarkers to the other leaders; a
+    read_committed consumer sees exactly the committed records, a read_uncommitted one all."""
+    servers = bootstrap(cluster)
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic("txn", 3, 3)])["txn"].result(30)
+    state = wait_for(lambda: (s := leaders(admin, "txn")) and all(
+        leader >= 0 and len(isr) == 3 for leader, _, isr in s.values()) and s,
+        timeout=30, what="leaders")
+    assert len({leader for leader, _, _ in state.values()}) == 3
+    producer = Producer({"bootstrap.servers": servers, "transactional.id": "spread"})
+    producer.init_transactions(60)
+    for commit in (True, False, True):
+        producer.begin_transaction()
+        for p in range(3):
+            producer.produce("txn", f"{'c' if commit else 'a'}{p}".encode(), partition=p)
+        if commit:
+            producer.commit_transaction(60)
+        else:
+            producer.flush(60)  # written to the logs, then aborted
+            producer.abort_transaction(60)
+
+    def read(isolation: str) -> list[bytes]:
+        consumer = Consumer({"bootstrap.servers": servers, "group.id": f"r-{isolation}",
+                             "enable.partition.eof": True, "isolation.level": isolation})
+        consumer.assign([TopicPartition("txn", p, 0) for p in range(3)])
+        got, ended = [], set()
+        deadline = time.monotonic() + 60
+        try:
+            while len(ended) < 3:
+                assert time.monotonic() < deadline, "no end of partitions"
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error():
+                    ended.add(msg.partition())
+                    continue
+                got.append(msg.value())
+        finally:
+            consumer.close()
+        return sorted(got)
+
+    assert read("read_committed") == sorted([b"c0", b"c1", b"c2"] * 2)
+    assert read("read_uncommitted") == sorted([b"c0", b"c1", b"c2"] * 2 + [b"a0", b"a1", b"a2"])
