@@ -75,31 +75,7 @@ def _one_line(message: str) -> str:
     return " ".join(message.split())
 
 
-class _ClusterGroup(click.Group):
-    """The ``cluster`` group. Registered on ``samsa`` it runs under ``samsa.cli.run``; run on
-    its own (``cluster()``) it reports errors the same way: one ``samsa:`` line, exit 1."""
-
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs.get("standalone_mode", True):
-            return super().main(*args, **kwargs)
-        kwargs["standalone_mode"] = False
-        kwargs.setdefault("prog_name", "samsa cluster")
-        try:
-            super().main(*args, **kwargs)
-        except click.exceptions.Exit as exc:
-            sys.exit(exc.exit_code)
-        except click.Abort:
-            sys.exit(130)
-        except click.ClickException as exc:
-            click.echo(f"samsa: {_one_line(exc.format_message())}", err=True)
-            sys.exit(exc.exit_code)
-        except OSError as exc:
-            click.echo(f"samsa: {_one_line(str(exc))}", err=True)
-            sys.exit(1)
-        sys.exit(0)
-
-
-@click.group("cluster", cls=_ClusterGroup,
+@click.group("cluster",
              context_settings={"help_option_names": ["-h", "--help"]})
 def cluster() -> None:
     """Run a local cluster (ZooKeeper and N brokers on loopback): up, down."""

@@ -34,24 +34,14 @@ pytestmark = pytest.mark.timeout(150)
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
 
-# ``samsa cluster`` through samsa.cli.run (its one-line errors and exit codes), registered on
-# the ``samsa`` group here if samsa.tools does not register it yet.
-_RUNNER = (
-    "import samsa.cli as cli\n"
-    "from samsa.tools.cluster import cluster\n"
-    "if 'cluster' not in cli.main.commands:\n"
-    "    cli.main.add_command(cluster)\n"
-    "cli.run()\n"
-)
-# The group on its own, as ``cluster()``: the same one-line errors.
-_DIRECT = "from samsa.tools.cluster import cluster; cluster()"
+# ``samsa cluster`` through samsa.cli.run (its one-line errors and exit codes)
+_RUNNER = "import samsa.cli as cli; cli.run()"
 
 
-def cluster_cli(*args: str | int | Path, runner: str = _RUNNER) -> subprocess.CompletedProcess[str]:
+def cluster_cli(*args: str | int | Path) -> subprocess.CompletedProcess[str]:
     """Run ``samsa cluster ARGS`` to its end; stdout and stderr as text."""
     return subprocess.run(
-        [sys.executable, "-c", runner, "cluster", *map(str, args)] if runner == _RUNNER
-        else [sys.executable, "-c", runner, *map(str, args)],
+        [sys.executable, "-c", _RUNNER, "cluster", *map(str, args)],
         capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False,
     )
 
@@ -278,10 +268,9 @@ def test_up_down_up_keeps_a_replicated_topic(
 
 
 def test_down_with_nothing_running_is_one_line(tmp_path: Path) -> None:
-    for runner in (_RUNNER, _DIRECT):
-        result = cluster_cli("down", "--data-dir", tmp_path, runner=runner)
-        assert "no cluster is running from" in error_line(result)
-        assert result.returncode == 1
+    result = cluster_cli("down", "--data-dir", tmp_path)
+    assert "no cluster is running from" in error_line(result)
+    assert result.returncode == 1
 
     # a pid file whose process is gone: one line, and the stale file is removed
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -324,11 +313,13 @@ def test_zookeeper_missing_and_bad_options_are_one_line(tmp_path: Path) -> None:
     no_java_dir = (
         "import pathlib, samsa.cluster.zookeeper_server as z\n"
         f"z.JAVA_DIR = pathlib.Path({str(tmp_path)!r})\n"
-        f"{_DIRECT}\n"
+        "import samsa.cli as cli; cli.run()\n"
     )
     port, zookeeper_port = cluster_ports(1)
-    result = cluster_cli("up", "--brokers", 1, "--data-dir", tmp_path / "c", "--port", port,
-                         "--zookeeper-port", zookeeper_port, runner=no_java_dir)
+    result = subprocess.run(
+        [sys.executable, "-c", no_java_dir, "cluster", "up", "--brokers", "1", "--data-dir",
+         str(tmp_path / "c"), "--port", str(port), "--zookeeper-port", str(zookeeper_port)],
+        capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
     assert "ZooKeeper is not installed" in error_line(result)
     assert result.returncode == 1
     assert not (tmp_path / "c" / "cluster.pid").exists()
