@@ -229,8 +229,15 @@ def test_a_frozen_clients_session_expires_and_it_sees_that_on_waking(
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line.strip()) for line in proc.stdout or ()],
-                     daemon=True).start()
+
+    def pump() -> None:
+        try:
+            for line in proc.stdout or ():
+                lines.put(line.strip())
+        except ValueError:  # the pipe was closed at the end of the test
+            pass
+
+    threading.Thread(target=pump, daemon=True).start()
 
     def next_line(timeout: float) -> str:
         try:
