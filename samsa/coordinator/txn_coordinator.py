@@ -8,10 +8,10 @@ machine is Kafka's::
                                                \\-------------> PrepareAbort  --> CompleteAbort
     Complete* --AddPartitions--> Ongoing;  Empty/Complete* --InitProducerId--> Empty (epoch + 1)
 
-On a single node the coordinator is also every partition's leader, so WriteTxnMarkers is a
-call: EndTxn writes the Prepare state, appends the commit or abort marker to every partition of
-the transaction (``__consumer_offsets`` partitions included, which makes transactional offset
-commits visible or drops them), writes the Complete state and only then answers. A Prepare
+EndTxn writes the Prepare state, appends the commit or abort marker to every partition of the
+transaction it leads (``__consumer_offsets`` partitions included, which makes transactional
+offset commits visible or drops them) and sends WriteTxnMarkers to the leaders of the others
+(cluster mode), writes the Complete state and only then answers. A Prepare
 state found at start-up (a crash between the two writes) is completed the same way; markers
 written twice are harmless.
 
