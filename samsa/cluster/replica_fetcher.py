@@ -165,8 +165,9 @@ def _chunks(view: memoryview, limit: int) -> Iterable[memoryview]:
         yield view[start:end]
 
 
-class _LeaderConnection:
-    """A Kafka protocol connection to the leader: one request at a time."""
+class BrokerConnection:
+    """A Kafka protocol connection to another broker (a leader, for the fetcher; a partition
+    leader, for the transaction coordinator's markers): one request at a time."""
 
     def __init__(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str
@@ -179,7 +180,7 @@ class _LeaderConnection:
     @classmethod
     async def open(
         cls, host: str, port: int, client_id: str, timeout: float
-    ) -> _LeaderConnection:
+    ) -> BrokerConnection:
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         except (OSError, TimeoutError) as exc:
@@ -294,7 +295,7 @@ class ReplicaFetcher:
         self.name = f"ReplicaFetcher-{fetcher_id}-{leader_id}"
         self.connection_failures = 0  # connections lost or refused since start
         self._states: dict[TP, _State] = {}
-        self._connection: _LeaderConnection | None = None
+        self._connection: BrokerConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._progress: set[asyncio.Future[None]] = set()
@@ -454,10 +455,10 @@ class ReplicaFetcher:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), min(delays) if delays else None)
 
-    async def _connect(self) -> _LeaderConnection:
+    async def _connect(self) -> BrokerConnection:
         if self._connection is None:
             host, port = self.leader
-            self._connection = await _LeaderConnection.open(
+            self._connection = await BrokerConnection.open(
                 host, port, self.client_id, self.socket_timeout_ms / 1000
             )
             if self._failing:
@@ -495,7 +496,7 @@ class ReplicaFetcher:
         )
 
     async def _handle_response(
-        self, connection: _LeaderConnection, fetched: dict[TP, tuple[_State, int]],
+        self, connection: BrokerConnection, fetched: dict[TP, tuple[_State, int]],
         response: Any,
     ) -> None:
         if response.error_code != ErrorCode.none:
@@ -531,7 +532,7 @@ class ReplicaFetcher:
         self._notify_progress()
 
     async def _handle_partition(
-        self, connection: _LeaderConnection, key: TP, state: _State, data: Any
+        self, connection: BrokerConnection, key: TP, state: _State, data: Any
     ) -> None:
         error = data.error_code
         if error == ErrorCode.none:
@@ -625,7 +626,7 @@ class ReplicaFetcher:
         self._set_high_watermark(state.partition, state.partition.high_watermark)
 
     async def _handle_out_of_range(
-        self, connection: _LeaderConnection, key: TP, state: _State
+        self, connection: BrokerConnection, key: TP, state: _State
     ) -> None:
         """Kafka's ``fetchOffsetAndTruncate``: the leader's end first, then its start."""
         end = state.log.log_end_offset
@@ -651,7 +652,7 @@ class ReplicaFetcher:
         self._delay(state, ErrorCode.offset_out_of_range)
 
     async def _list_offset(
-        self, connection: _LeaderConnection, key: TP, state: _State, timestamp: int
+        self, connection: BrokerConnection, key: TP, state: _State, timestamp: int
     ) -> int | None:
         """The leader's offset for ``timestamp`` (latest or earliest); None, with the partition
         delayed, when the leader answers an error."""

@@ -37,8 +37,7 @@ from kio.schema.write_txn_markers.v1.request import (
     WriteTxnMarkersRequest,
 )
 
-from samsa.cluster.replica_fetcher import LeaderConnectionError
-from samsa.cluster.replica_fetcher import _LeaderConnection as BrokerConnection
+from samsa.cluster.replica_fetcher import BrokerConnection, LeaderConnectionError
 from samsa.coordinator.records import partition_for
 from samsa.coordinator.txn_records import (
     TxnValue,
@@ -223,12 +222,15 @@ class TransactionCoordinator:
 
     # --- persistence -------------------------------------------------------------------------
 
-    def _write(self, txn_id: str, value: bytes | None) -> None:
+    def ensure_topic(self) -> None:
         c = self.server.config
         self.server.ensure_internal_topic(
             TXN_STATE_TOPIC, self.num_partitions, c.get("transaction.state.log.segment.bytes"),
             c.get("transaction.state.log.replication.factor"),
         )
+
+    def _write(self, txn_id: str, value: bytes | None) -> None:
+        self.ensure_topic()
         partition = self.server.coordinator_partition(
             TXN_STATE_TOPIC, partition_for(txn_id, self.num_partitions))
         partition.append(encode_batch([RecordInput(value, encode_txn_key(txn_id))],

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.cluster.topics import Topic, topic_name_problem
+from samsa.coordinator.group_coordinator import OFFSETS_TOPIC
 from samsa.coordinator.records import partition_for
+from samsa.coordinator.txn_coordinator import TXN_STATE_TOPIC
 from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.registry import api
 from samsa.server.context import RequestContext
@@ -157,12 +159,6 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 _NO_NODE = {"node_id": -1, "host": "", "port": -1}
-# key type -> (internal topic, its partition count key, its replication factor key)
-_COORDINATOR_TOPICS = {
-    0: ("__consumer_offsets", "offsets.topic.num.partitions", "offsets.topic.replication.factor"),
-    1: ("__transaction_state", "transaction.state.log.num.partitions",
-        "transaction.state.log.replication.factor"),
-}
 
 
 def _cluster_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
@@ -172,15 +168,15 @@ def _cluster_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[s
     server = ctx.server
     manager = server.replica_manager
     assert manager is not None and server.membership is not None
-    topic, partitions_key, factor_key = _COORDINATOR_TOPICS[key_type]
-    partitions = server.config.get(partitions_key)
+    groups, txns = server.group_coordinator, server.txn_coordinator
+    assert groups is not None and txns is not None
+    if key_type == 0:
+        topic, partitions = OFFSETS_TOPIC, groups.num_partitions
+        ensure = groups.ensure_offsets_topic
+    else:
+        topic, partitions, ensure = TXN_STATE_TOPIC, txns.num_partitions, txns.ensure_topic
     if topic not in manager.assignments:
-        try:
-            server.create_topic(topic, partitions, {"cleanup.policy": "compact"},
-                                internal=True, replication_factor=min(
-                                    server.config.get(factor_key), len(server.live_brokers())))
-        except KafkaError:
-            pass  # created by another broker meanwhile
+        ensure()
         return {**_NO_NODE, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": f"{topic} is being created"}
     info = manager.partitions.get((topic, partition_for(key, partitions)))
