@@ -226,6 +226,20 @@ BROKER_KEYS: dict[str, Key] = {
         Key("replica.socket.timeout.ms", Type.INT, 30000,
             "Deadline of a follower's request to its leader (at least "
             "replica.fetch.wait.max.ms).", at_least(1)),
+        Key("auto.leader.rebalance.enable", Type.BOOLEAN, True,
+            "The controller moves leadership back to preferred replicas when a broker leads "
+            "too few of the partitions it prefers."),
+        Key("leader.imbalance.check.interval.seconds", Type.LONG, 300,
+            "How often the controller checks the leader imbalance.", at_least(1)),
+        Key("leader.imbalance.per.broker.percentage", Type.INT, 10,
+            "Share of a broker's preferred partitions led elsewhere that starts a preferred "
+            "leader election.", between(0, 100)),
+        Key("controlled.shutdown.enable", Type.BOOLEAN, True,
+            "A stopping broker asks the controller to move its leaderships away first."),
+        Key("controlled.shutdown.max.retries", Type.INT, 3,
+            "Controlled shutdown attempts before the broker stops anyway.", at_least(0)),
+        Key("controlled.shutdown.retry.backoff.ms", Type.LONG, 5000,
+            "Pause between controlled shutdown attempts.", at_least(0)),
         Key("num.partitions", Type.INT, 1, "Partitions of an auto-created topic.", at_least(1)),
         Key("default.replication.factor", Type.INT, 1,
             "Replication factor of an auto-created topic.", at_least(1)),

@@ -1,12 +1,19 @@
 """The controller's duties in ZooKeeper mode, on the broker that won the election.
 
-It watches ``/brokers/topics`` and the broker registrations, and writes each partition's
-leader and ISR to ``/brokers/topics/<t>/partitions/<p>/state`` by the rules of
-leader_election.py: states for new topics, a new leader from the ISR when a leader's broker
-goes, the last in-sync replica back as leader of an offline partition. Every write carries
-the controller epoch and is conditional on the znode version it read (a leader may have
-changed the ISR meanwhile: read again and decide again). The brokers watch those znodes and
-apply them (replica_manager.py); there are no LeaderAndIsr requests.
+It watches ``/brokers/topics`` (and each topic's assignment), the broker registrations and
+``/admin/delete_topics``, and writes each partition's leader and ISR to
+``/brokers/topics/<t>/partitions/<p>/state`` by the rules of leader_election.py: states for new
+topics and partitions, a new leader from the ISR when a leader's broker goes, the last in-sync
+replica back as leader of an offline partition. Every write is conditional on the znode
+version it read (a leader may have changed the ISR meanwhile: read again and decide again) and
+on the ``/controller_epoch`` version this broker won with (a deposed controller's write fails
+with ControllerMovedError and it stops acting). The brokers watch those znodes and apply them
+(replica_manager.py); there are no LeaderAndIsr requests.
+
+Requests the controller serves for the brokers and admin clients (``call``): controlled
+shutdown (leaderships move away from a stopping broker), preferred and unclean leader
+elections (ElectLeaders), partition reassignments (reassignment.py). A timer checks running
+reassignments and, with ``auto.leader.rebalance.enable``, the leader imbalance.
 
 Events run one at a time on a single worker thread (Kafka's controller event queue); all of
 them are blocking ZooKeeper calls.
@@ -16,30 +23,64 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
-from samsa.cluster.leader_election import initial_state, on_broker_back, on_brokers_lost
-from samsa.cluster.zk_client import ZkClient
-from samsa.cluster.zk_data import PartitionState
+from samsa.cluster import reassignment
+from samsa.cluster.leader_election import (
+    initial_state,
+    on_broker_back,
+    on_brokers_lost,
+    on_controlled_shutdown,
+    preferred_leader,
+)
+from samsa.cluster.zk_client import ControllerMovedError, ZkClient
+from samsa.cluster.zk_data import NO_LEADER, PartitionState, ReplicaAssignment, TopicAssignment
+from samsa.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+TP = tuple[str, int]
+Outcome = tuple[ErrorCode, str | None]  # an error code and message per partition
+_TICK_SECONDS = 0.5
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders election types
+NOT_NEEDED = "Leader election not needed for topic partition."
+
+
+class NotControllerError(RuntimeError):
+    """This broker is not (or no longer) the controller."""
+
 
 class Controller:
-    def __init__(self, zk: ZkClient, unclean: Callable[[str], bool]) -> None:
-        """``unclean(topic)``: the topic's unclean.leader.election.enable."""
+    def __init__(self, zk: ZkClient, setting: Callable[[str], Any],
+                 unclean: Callable[[str], bool]) -> None:
+        """``setting(key)``: a broker config value; ``unclean(topic)``: the topic's
+        unclean.leader.election.enable."""
         self.zk = zk
+        self.setting = setting
         self.unclean = unclean
         self.epoch = 0
+        self.fence: int | None = None
         self.active = False
         self.live: set[int] = set()
+        self.shutting_down: set[int] = set()
         self._known_topics: set[str] = set()
+        self._watched_topics: set[str] = set()
+        self._reassigning: dict[TP, tuple[int, ...]] = {}  # partition -> target replicas
         self._events = concurrent.futures.ThreadPoolExecutor(1, "samsa-controller")
         self._watching = False
+        self._closed = threading.Event()
+        self._since_rebalance = 0.0
+        self._ticker = threading.Thread(target=self._tick_loop, name="samsa-controller-tick",
+                                        daemon=True)
+        self._ticker.start()
 
-    def activate(self, epoch: int) -> None:
-        """This broker won the election with ``epoch``: take over every partition."""
-        self.epoch, self.active = epoch, True
+    def activate(self, epoch: int, fence: int) -> None:
+        """This broker won the election with ``epoch`` (``fence``: the epoch znode's version
+        its writes are checked against): take over every partition."""
+        self.epoch, self.fence, self.active = epoch, fence, True
         self._submit(self._take_over)
 
     def deactivate(self) -> None:
@@ -47,14 +88,26 @@ class Controller:
 
     def close(self) -> None:
         self.active = False
+        self._closed.set()
         self._events.shutdown(wait=True, cancel_futures=True)
+
+    def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if not self.active:
+            raise NotControllerError("this broker is not the controller")
+        try:
+            return fn(*args)
+        except ControllerMovedError:
+            self.active = False
+            log.warning("controller epoch %d is over (another broker is controller): "
+                        "stopping as controller", self.epoch)
+            raise NotControllerError("this broker is no longer the controller") from None
 
     def _submit(self, fn: Callable[..., None], *args: object) -> None:
         def run() -> None:
-            if not self.active:
-                return
             try:
-                fn(*args)
+                self._run(fn, *args)
+            except NotControllerError:
+                pass
             except Exception:
                 log.exception("controller event %s failed", getattr(fn, "__name__", fn))
 
@@ -63,24 +116,63 @@ class Controller:
         except RuntimeError:  # shut down
             pass
 
+    def call(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        """Run a request's work as a controller event; NotControllerError when this broker
+        is not the controller."""
+        if not self.active:
+            raise NotControllerError("this broker is not the controller")
+        return self._events.submit(self._run, fn, *args)
+
+    def _tick_loop(self) -> None:
+        while not self._closed.wait(_TICK_SECONDS):
+            if self.active:
+                self._submit(self._tick)
+
     # --- events --------------------------------------------------------------------------------
 
     def _take_over(self) -> None:
         self.live = set(self.zk.live_brokers())
+        self.shutting_down &= self.live
         self._known_topics = set()
+        self._reassigning = {}
         for topic in self.zk.topics():
             self._init_topic(topic)
+            self._watch_topic(topic)
         if not self._watching:
             self._watching = True
             self.zk.watch_brokers(lambda ids: self._submit(self._brokers_changed, set(ids)))
             self.zk.watch_topics(lambda names: self._submit(self._topics_changed, set(names)))
+            self.zk.watch_topic_deletions(lambda names: self._submit(self._delete_topics,
+                                                                     names))
+            self.zk.watch_controlled_shutdowns(lambda names: self._submit(
+                self._controlled_shutdown_requests, names))
         log.info("controller (epoch %d) took over %d topics with brokers %s", self.epoch,
                  len(self._known_topics), sorted(self.live))
+
+    def _watch_topic(self, topic: str) -> None:
+        """Partitions added to a topic (its assignment znode changes) get their states."""
+        if topic in self._watched_topics:
+            return
+        self._watched_topics.add(topic)
+
+        def changed(assignment: TopicAssignment | None) -> bool:
+            if assignment is None:
+                self._watched_topics.discard(topic)
+                return False
+            self._submit(self._assignment_changed, topic)
+            return True
+
+        self.zk.watch_topic_assignment(topic, changed)
 
     def _topics_changed(self, names: set[str]) -> None:
         for topic in sorted(names - self._known_topics):
             self._init_topic(topic)
+            self._watch_topic(topic)
         self._known_topics &= names
+
+    def _assignment_changed(self, topic: str) -> None:
+        if topic in self._known_topics:
+            self._init_topic(topic)
 
     def _init_topic(self, topic: str) -> None:
         """States for a topic's partitions that have none; the others are brought in line
@@ -90,48 +182,29 @@ class Controller:
             return
         self._known_topics.add(topic)
         for index, replicas in sorted(assignment.partitions.items()):
+            if reassignment.in_progress(replicas):
+                self._reassigning.setdefault((topic, index),
+                                             reassignment.target_replicas(replicas))
             found = self.zk.partition_state(topic, index)
             if found is None:
                 state = initial_state(replicas.replicas, self.live, self.epoch)
-                if self.zk.create_partition_state(topic, index, state) is not None:
+                if self.zk.create_partition_state(topic, index, state, self.fence) is not None:
                     log.info("%s-%d: leader %d, ISR %s (new)", topic, index, state.leader,
                              list(state.isr))
                     continue
-            self._update(topic, index, replicas.replicas, self.live, set())
+            self._update(topic, index, lambda s, r=replicas.replicas: self._on_brokers(
+                topic, s, r, self.live, set()))
 
     def _brokers_changed(self, live: set[int]) -> None:
         back = live - self.live
         self.live = set(live)
-        for topic in sorted(self._known_topics):
-            assignment = self.zk.topic_assignment(topic)
-            if assignment is None:
-                continue
-            for index, replicas in sorted(assignment.partitions.items()):
-                self._update(topic, index, replicas.replicas, live, back)
+        self.shutting_down &= live
+        for topic, index, replicas in self._partitions():
+            self._update(topic, index, lambda s, t=topic, r=replicas: self._on_brokers(
+                t, s, r, live, back))
 
-    def _update(self, topic: str, index: int, replicas: tuple[int, ...], live: set[int],
-                back: set[int]) -> None:
-        for _ in range(5):  # a leader's ISR write may race ours: read and decide again
-            found = self.zk.partition_state(topic, index)
-            if found is None:
-                return
-            state, version = found
-            new = self._decide(topic, state, replicas, live, back)
-            if new is None:
-                return
-            if self.zk.update_partition_state(topic, index, new, version) is not None:
-                lost = new.leader not in state.isr and new.leader >= 0
-                log.log(logging.WARNING if new.leader < 0 or lost else logging.INFO,
-                        "%s-%d: leader %d -> %d, ISR %s -> %s, leader epoch %d%s", topic, index,
-                        state.leader, new.leader, list(state.isr), list(new.isr),
-                        new.leader_epoch,
-                        " (unclean election: records may be lost)" if lost else "")
-                return
-        log.warning("%s-%d: gave up updating the partition state (it kept changing)",
-                    topic, index)
-
-    def _decide(self, topic: str, state: PartitionState, replicas: tuple[int, ...],
-                live: set[int], back: set[int]) -> PartitionState | None:
+    def _on_brokers(self, topic: str, state: PartitionState, replicas: tuple[int, ...],
+                    live: set[int], back: set[int]) -> PartitionState | None:
         new = on_brokers_lost(state, replicas, live, self.epoch, unclean=self.unclean(topic))
         if new is None:
             for broker in sorted(back):
@@ -139,3 +212,269 @@ class Controller:
                 if new is not None:
                     break
         return new
+
+    def _partitions(self, topics: Iterable[str] | None = None
+                    ) -> list[tuple[str, int, tuple[int, ...]]]:
+        found = []
+        for topic in sorted(self._known_topics if topics is None else topics):
+            assignment = self.zk.topic_assignment(topic)
+            if assignment is not None:
+                found += [(topic, index, r.replicas)
+                          for index, r in sorted(assignment.partitions.items())]
+        return found
+
+    def _update(self, topic: str, index: int,
+                decide: Callable[[PartitionState], PartitionState | None]) -> PartitionState | None:
+        """Write ``decide(current state)`` unless it is None; the state after (None when the
+        partition has no state)."""
+        for _ in range(5):  # a leader's ISR write may race ours: read and decide again
+            found = self.zk.partition_state(topic, index)
+            if found is None:
+                return None
+            state, version = found
+            new = decide(state)
+            if new is None:
+                return state
+            if self.zk.update_partition_state(topic, index, new, version,
+                                              self.fence) is not None:
+                lost = new.leader not in state.isr and new.leader >= 0
+                log.log(logging.WARNING if new.leader < 0 or lost else logging.INFO,
+                        "%s-%d: leader %d -> %d, ISR %s -> %s, leader epoch %d%s", topic, index,
+                        state.leader, new.leader, list(state.isr), list(new.isr),
+                        new.leader_epoch,
+                        " (unclean election: records may be lost)" if lost else "")
+                return new
+        log.warning("%s-%d: gave up updating the partition state (it kept changing)",
+                    topic, index)
+        return None
+
+    # --- topic deletion ------------------------------------------------------------------------
+
+    def _delete_topics(self, names: list[str]) -> None:
+        for topic in names:
+            self._known_topics.discard(topic)
+            for tp in [tp for tp in self._reassigning if tp[0] == topic]:
+                del self._reassigning[tp]
+            self.zk.delete_topic(topic, self.fence)
+            log.info("deleted topic %s", topic)
+
+    # --- controlled shutdown -------------------------------------------------------------------
+
+    def _controlled_shutdown_requests(self, names: list[str]) -> None:
+        for name in names:
+            broker = self.zk.pending_controlled_shutdown(name)
+            if broker is not None:
+                self.zk.answer_controlled_shutdown(name, self.controlled_shutdown(broker),
+                                                   self.fence)
+
+    def controlled_shutdown(self, broker: int) -> list[TP]:
+        """Move leaderships away from ``broker`` and take it out of the ISRs; the partitions
+        it still leads (no other live in-sync replica). Partitions of one replica stay."""
+        self.shutting_down.add(broker)
+        candidates = self.live - self.shutting_down
+        remaining = []
+        for topic, index, replicas in self._partitions():
+            if broker not in replicas or len(replicas) < 2:
+                continue
+            after = self._update(topic, index, lambda s, r=replicas: on_controlled_shutdown(
+                s, r, broker, candidates, self.epoch))
+            # worth waiting for only if another live replica may still catch up
+            if after is not None and after.leader == broker and any(
+                    r in candidates for r in replicas if r != broker):
+                remaining.append((topic, index))
+        log.info("controlled shutdown of broker %d: %d partitions still led by it", broker,
+                 len(remaining))
+        return remaining
+
+    # --- leader elections ----------------------------------------------------------------------
+
+    def elect_leaders(self, election_type: int, partitions: list[TP] | None) -> dict[TP, Outcome]:
+        """ElectLeaders: ``PREFERRED`` moves each partition to its first replica, ``UNCLEAN``
+        gives an offline partition a leader from outside the ISR if need be."""
+        replicas_of = {(t, i): r for t, i, r in self._partitions()}
+        wanted = sorted(replicas_of) if partitions is None else partitions
+        candidates = self.live - self.shutting_down
+        results: dict[TP, Outcome] = {}
+        for tp in wanted:
+            replicas = replicas_of.get(tp)
+            if replicas is None:
+                results[tp] = (ErrorCode.unknown_topic_or_partition,
+                               "The partition does not exist.")
+                continue
+            found = self.zk.partition_state(*tp)
+            if found is None:
+                results[tp] = (ErrorCode.unknown_topic_or_partition,
+                               "The partition does not exist.")
+                continue
+            results[tp] = self._elect(tp, found[0], replicas, election_type, candidates)
+        return results
+
+    def _elect(self, tp: TP, state: PartitionState, replicas: tuple[int, ...],
+               election_type: int, candidates: set[int]) -> Outcome:
+        if election_type == PREFERRED:
+            if state.leader == replicas[0]:
+                return ErrorCode.election_not_needed, NOT_NEEDED
+
+            def decide(s: PartitionState) -> PartitionState | None:
+                return preferred_leader(s, replicas, candidates, self.epoch)
+
+            strategy = "PreferredReplicaPartitionLeaderElectionStrategy"
+            failure = ErrorCode.preferred_leader_not_available
+        else:
+            if state.leader in candidates:
+                return ErrorCode.election_not_needed, NOT_NEEDED
+
+            def decide(s: PartitionState) -> PartitionState | None:
+                return on_brokers_lost(s, replicas, candidates, self.epoch, unclean=True)
+
+            strategy = "OfflinePartitionLeaderElectionStrategy"
+            failure = ErrorCode.eligible_leaders_not_available
+        after = self._update(*tp, decide)
+        if after is None or after.leader == NO_LEADER or (
+                election_type == PREFERRED and after.leader != replicas[0]):
+            return failure, (f"Failed to elect leader for partition {tp[0]}-{tp[1]} under "
+                             f"strategy {strategy}")
+        return ErrorCode.none, None
+
+    def _rebalance(self) -> None:
+        """auto.leader.rebalance.enable: a broker that leads more than
+        leader.imbalance.per.broker.percentage fewer of the partitions it prefers than it
+        should gets them back (when it is alive and in sync)."""
+        by_preferred: dict[int, list[tuple[TP, tuple[int, ...]]]] = {}
+        for topic, index, replicas in self._partitions():
+            if replicas and (topic, index) not in self._reassigning:
+                by_preferred.setdefault(replicas[0], []).append(((topic, index), replicas))
+        threshold = self.setting("leader.imbalance.per.broker.percentage") / 100
+        candidates = self.live - self.shutting_down
+        for broker, partitions in sorted(by_preferred.items()):
+            if broker not in candidates:
+                continue
+            elsewhere = []
+            for tp, replicas in partitions:
+                found = self.zk.partition_state(*tp)
+                if found is not None and found[0].leader != broker:
+                    elsewhere.append((tp, replicas))
+            if not elsewhere or len(elsewhere) / len(partitions) <= threshold:
+                continue
+            log.info("broker %d leads %d of its %d preferred partitions: preferred leader "
+                     "election", broker, len(partitions) - len(elsewhere), len(partitions))
+            for tp, replicas in elsewhere:
+                self._update(*tp, lambda s, r=replicas: preferred_leader(
+                    s, r, candidates, self.epoch))
+
+    # --- reassignments -------------------------------------------------------------------------
+
+    def alter_reassignments(self, targets: dict[TP, tuple[int, ...] | None]) -> dict[TP, Outcome]:
+        """AlterPartitionReassignments: start moving partitions to their target replicas
+        (None: cancel a running move)."""
+        results: dict[TP, Outcome] = {}
+        by_topic: dict[str, dict[int, tuple[int, ...] | None]] = {}
+        for (topic, index), target in targets.items():
+            by_topic.setdefault(topic, {})[index] = target
+        for topic, wanted in sorted(by_topic.items()):
+            results.update(self._reassign_topic(topic, wanted))
+        return results
+
+    def _reassign_topic(self, topic: str, wanted: dict[int, tuple[int, ...] | None]
+                        ) -> dict[TP, Outcome]:
+        results: dict[TP, Outcome] = {}
+        for _ in range(5):
+            found = self.zk.topic_assignment_versioned(topic)
+            if found is None:
+                return {(topic, i): (ErrorCode.unknown_topic_or_partition,
+                                     "The partition does not exist.") for i in wanted}
+            assignment, version = found
+            partitions = dict(assignment.partitions)
+            moves: dict[int, tuple[int, ...]] = {}
+            for index, target in sorted(wanted.items()):
+                current = partitions.get(index)
+                if current is None:
+                    results[(topic, index)] = (ErrorCode.unknown_topic_or_partition,
+                                               "The partition does not exist.")
+                    continue
+                if target is None:
+                    if not reassignment.in_progress(current):
+                        results[(topic, index)] = (ErrorCode.no_reassignment_in_progress,
+                                                   "No reassignment is in progress for topic "
+                                                   f"{topic} partition {index}")
+                        continue
+                    target = reassignment.original_replicas(current)
+                problem = reassignment.check_target(target, self.live)
+                if problem is not None:
+                    results[(topic, index)] = (ErrorCode.invalid_replica_assignment, problem)
+                    continue
+                partitions[index] = reassignment.start(current, target)
+                moves[index] = target
+                results[(topic, index)] = (ErrorCode.none, None)
+            if not moves:
+                return results
+            new = TopicAssignment(partitions, assignment.topic_id)
+            if self.zk.set_topic_assignment(topic, new, version, self.fence) is not None:
+                break
+        else:
+            return {(topic, i): (ErrorCode.request_timed_out,
+                                 "The topic's assignment kept changing.") for i in wanted}
+        for index, target in moves.items():
+            tp = (topic, index)
+            log.info("%s-%d: reassigning to %s (replicas now %s)", topic, index, list(target),
+                     list(partitions[index].replicas))
+            if reassignment.in_progress(partitions[index]):
+                self._reassigning[tp] = target
+                # a new leader epoch: every replica applies the new replica set
+                self._update(topic, index, lambda s: PartitionState(
+                    s.leader, s.leader_epoch + 1, s.isr, self.epoch))
+            else:
+                self._reassigning.pop(tp, None)
+                self._finish_reassignment(tp, target, force=True)
+        return results
+
+    def _tick(self) -> None:
+        for tp, target in sorted(self._reassigning.items()):
+            found = self.zk.partition_state(*tp)
+            if found is None:
+                self._reassigning.pop(tp, None)
+            elif reassignment.caught_up(found[0], target):
+                self._finish_reassignment(tp, target)
+        if not self.setting("auto.leader.rebalance.enable"):
+            return
+        self._since_rebalance += _TICK_SECONDS
+        if self._since_rebalance >= self.setting("leader.imbalance.check.interval.seconds"):
+            self._since_rebalance = 0.0
+            self._rebalance()
+
+    def _finish_reassignment(self, tp: TP, target: tuple[int, ...], force: bool = False) -> None:
+        """Every target replica is in sync (or the move was cancelled, ``force``): a leader
+        among them, the others out of the ISR, then the assignment without them."""
+        topic, index = tp
+        candidates = self.live - self.shutting_down
+        after = self._update(topic, index, lambda s: None if set(s.isr) <= set(target) and (
+            s.leader in target) else reassignment.finish(s, target, candidates, self.epoch))
+        if after is None or (after.leader not in target and not force):
+            return  # no target replica can lead yet: try again at the next tick
+        for _ in range(5):
+            found = self.zk.topic_assignment_versioned(topic)
+            if found is None:
+                break
+            assignment, version = found
+            partitions = dict(assignment.partitions)
+            partitions[index] = ReplicaAssignment(tuple(target))
+            if self.zk.set_topic_assignment(topic, TopicAssignment(
+                    partitions, assignment.topic_id), version, self.fence) is not None:
+                log.info("%s-%d: reassignment to %s done", topic, index, list(target))
+                break
+        self._reassigning.pop(tp, None)
+
+    def list_reassignments(self, partitions: list[TP] | None
+                           ) -> dict[TP, ReplicaAssignment]:
+        """ListPartitionReassignments: the partitions being moved (of those asked for)."""
+        topics = self._known_topics if partitions is None else {t for t, _ in partitions}
+        found = {}
+        for topic in sorted(topics):
+            assignment = self.zk.topic_assignment(topic)
+            if assignment is None:
+                continue
+            for index, a in assignment.partitions.items():
+                if reassignment.in_progress(a) and (
+                        partitions is None or (topic, index) in partitions):
+                    found[(topic, index)] = a
+        return found

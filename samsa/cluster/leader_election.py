@@ -11,6 +11,8 @@ state it writes to ``/brokers/topics/<t>/partitions/<p>/state``.
   the ISR had and it lacks are lost: the caller reports it). Any change bumps the leader epoch.
 * A broker back: an offline partition whose ISR holds it gets it as leader.
 * Preferred leader: the first replica leads again when it is alive and in the ISR.
+* Controlled shutdown of a broker: the partitions it leads move to another live in-sync
+  replica (those with none stay: the caller reports them); it leaves the ISR of the others.
 
 Every function returns the new state, or None when nothing changes.
 """
@@ -80,3 +82,17 @@ def isr_change(state: PartitionState, isr: Collection[int]) -> PartitionState | 
     if set(new) == set(state.isr):
         return None
     return PartitionState(state.leader, state.leader_epoch, new, state.controller_epoch)
+
+
+def on_controlled_shutdown(state: PartitionState, replicas: Sequence[int], broker: int,
+                           live: Collection[int], controller_epoch: int) -> PartitionState | None:
+    """``broker`` is shutting down (``live`` no longer counts it)."""
+    isr = tuple(r for r in state.isr if r != broker)
+    if state.leader == broker:
+        for replica in replicas:
+            if replica in isr and replica in live:
+                return PartitionState(replica, state.leader_epoch + 1, isr, controller_epoch)
+        return None
+    if broker in state.isr and isr:
+        return PartitionState(state.leader, state.leader_epoch + 1, isr, controller_epoch)
+    return None

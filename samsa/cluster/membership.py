@@ -7,8 +7,7 @@ kazoo's threads and are moved onto the broker's event loop. When the controller'
 (its broker died or its session expired) every live broker runs the election again: one wins,
 with the next controller epoch.
 
-Not here yet (issue 8): topic assignment and partition state in ZooKeeper, the controller's
-duties (leader election, ISR, propagation), replication.
+The controller's duties are in controller.py; the replicas' side in replica_manager.py.
 """
 
 from __future__ import annotations
@@ -37,13 +36,14 @@ class ClusterMembership:
         self.brokers: dict[int, BrokerInfo] = {}
         self.controller_id: int | None = None
         self.controller_epoch = 0  # the epoch this broker won, while it is controller
+        self.controller_fence = -1  # /controller_epoch's znode version after that win
         self._loop: asyncio.AbstractEventLoop | None = None
         self._endpoints: tuple[Endpoint, ...] = ()
         self._closed = False
         self._session_lost = False
         self.zk.session_listeners.append(self._on_session_state)
-        # called on the loop when this broker wins an election (with the epoch) or loses it
-        self.on_controllership: Callable[[int | None], None] | None = None
+        # called on the loop when this broker wins an election (epoch, fence) or loses it
+        self.on_controllership: Callable[[tuple[int, int] | None], None] | None = None
 
     @property
     def is_controller(self) -> bool:
@@ -97,6 +97,8 @@ class ClusterMembership:
         session is up, register again and rejoin the election, as Kafka's broker does."""
         if state == "LOST":
             self._session_lost = True
+            if self._loop is not None and not self._closed:
+                self._loop.call_soon_threadsafe(self._resign_after_expiry)
         elif state == "CONNECTED" and self._session_lost and self._loop is not None:
             self._session_lost = False
             if not self._closed:
@@ -114,10 +116,19 @@ class ClusterMembership:
             log.error("could not register again: %s", exc)
             return
         self.brokers = await self._call(self.zk.live_brokers)
-        if self.controller_id == self.broker_id:
-            self.controller_id = None  # that win went with the session
+        self._resign_after_expiry()
         if await self._call(self.zk.controller_id) is None:
             await self._elect()
+
+    def _resign_after_expiry(self) -> None:
+        """A controller's win went with its session: stop acting as controller (its writes
+        would be refused by the epoch check anyway)."""
+        if self.controller_id == self.broker_id:
+            self.controller_id = None
+            log.warning("broker %d is no longer the controller (its session expired)",
+                        self.broker_id)
+            if self.on_controllership is not None:
+                self.on_controllership(None)
 
     def _on_brokers(self, ids: list[int]) -> None:
         if self._loop is not None and not self._closed:
@@ -154,13 +165,13 @@ class ClusterMembership:
     async def _elect(self) -> None:
         if self._closed:
             return
-        epoch = await self._call(self.zk.try_become_controller, self.broker_id)
-        if epoch is not None:
-            self.controller_epoch = epoch
+        won = await self._call(self.zk.try_become_controller, self.broker_id)
+        if won is not None:
+            self.controller_epoch, self.controller_fence = won
             self.controller_id = self.broker_id
-            log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+            log.info("broker %d is the controller (epoch %d)", self.broker_id, won[0])
             if self.on_controllership is not None:
-                self.on_controllership(epoch)
+                self.on_controllership(won)
         else:
             self.controller_id = await self._call(self.zk.controller_id)
 

@@ -52,6 +52,7 @@ class Partition:
         self._high_watermark: int | None = None  # None: the log end offset (not replicated)
         self._waiters: set[asyncio.Future[None]] = set()
         self._replication_waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self.closed = False  # its log was deleted (topic deleted, replica moved away)
         # cluster mode: told when this leader's ISR changes, to write it to ZooKeeper
         self.on_isr_change: Callable[[Partition], None] | None = None
 
@@ -79,6 +80,21 @@ class Partition:
                           for r in replicas if r != self.broker_id}
         self._high_watermark = min(hw, self.log.log_end_offset)
         self._advance_high_watermark()
+
+    def update_replicas(self, replicas: tuple[int, ...]) -> None:
+        """A leader's replica set changed (a reassignment): new followers start out of sync,
+        removed ones leave the followers and the ISR."""
+        if not self.is_leader or tuple(replicas) == self.replicas:
+            return
+        self.replicas = tuple(replicas)
+        self.followers = {r: self.followers.get(r, FollowerState())
+                          for r in replicas if r != self.broker_id}
+        isr = {r for r in self.isr if r == self.broker_id or r in self.followers}
+        if isr != self.isr:
+            self.isr = isr
+            self._advance_high_watermark()
+            if self.on_isr_change is not None:
+                self.on_isr_change(self)
 
     def make_follower(self, leader_id: int, replicas: tuple[int, ...], leader_epoch: int) -> None:
         self.replicas, self.leader_id, self.leader_epoch = tuple(replicas), leader_id, leader_epoch
@@ -192,6 +208,12 @@ class Partition:
         self._advance_high_watermark()  # an ISR of the leader alone moves with its log
         self.wake_waiters()
         return info
+
+    def close(self) -> None:
+        """Its log is going away: waiting fetches answer, acks=all produces fail."""
+        self.closed = True
+        self._fail_replication_waiters()
+        self.wake_waiters()
 
     def add_waiter(self, waiter: asyncio.Future[None]) -> None:
         self._waiters.add(waiter)

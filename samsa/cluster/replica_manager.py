@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from samsa.cluster.leader_election import isr_change
 from samsa.cluster.partition import Partition
 from samsa.cluster.replica_fetcher import ReplicaFetcher
 from samsa.cluster.zk_client import ZkClient
-from samsa.cluster.zk_data import NO_LEADER, PartitionState, TopicAssignment
+from samsa.cluster.zk_data import NO_LEADER, PartitionState, ReplicaAssignment, TopicAssignment
 
 if TYPE_CHECKING:
     from samsa.server.kafka_server import KafkaServer
@@ -50,6 +51,8 @@ class ReplicaManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._tokens: dict[str, object] = {}  # a topic's watches stop when its token goes
+        self._synced = False
 
     @property
     def broker_id(self) -> int:
@@ -80,12 +83,46 @@ class ReplicaManager:
     # --- topics --------------------------------------------------------------------------------
 
     def _on_topics(self, names: list[str]) -> None:  # kazoo thread
+        found = {}
         for name in names:
             if name not in self.assignments:
                 assignment = self.zk.topic_assignment(name)
                 if assignment is not None:
-                    configs = self.zk.topic_configs(name)
-                    self._to_loop(self._add_topic, name, assignment, configs)
+                    found[name] = (assignment, self.zk.topic_configs(name))
+        self._to_loop(self._sync_topics, set(names), found)
+
+    def _sync_topics(self, names: set[str],
+                     found: dict[str, tuple[TopicAssignment, dict[str, str]]]) -> None:
+        if self._closed:
+            return
+        for name in sorted(set(self.assignments) - names):
+            log.info("topic %s was deleted: deleting its local replicas", name)
+            self._remove_topic(name)
+        if not self._synced:  # first look: what was deleted or moved away while down
+            self._synced = True
+            self._drop_stale_logs(names, found)
+        for name, (assignment, configs) in sorted(found.items()):
+            self._add_topic(name, assignment, configs)
+
+    def _drop_stale_logs(self, names: set[str],
+                         found: dict[str, tuple[TopicAssignment, dict[str, str]]]) -> None:
+        store = self.server.topics
+        assert store is not None
+        for name, topic in list(store.topics.items()):
+            known = found.get(name)
+            if name not in names or (known is not None and known[0].topic_id is not None
+                                     and known[0].topic_id != topic.topic_id):
+                log.warning("deleting the local replicas of topic %s: it was deleted "
+                            "(or recreated) while this broker was away", name)
+                self.server.drop_local_topic(name)
+        for name, index in list(self.server.log_manager.logs):
+            known = found.get(name)
+            if known is None or self.broker_id not in known[0].partitions.get(
+                    index, ReplicaAssignment(())).replicas:
+                if name in self.assignments:
+                    continue
+                log.warning("deleting log %s-%d: not a replica of it any more", name, index)
+                self.server.drop_local_partition(name, index)
 
     def _add_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str]) -> None:
         if name in self.assignments or self._closed:
@@ -96,24 +133,115 @@ class ReplicaManager:
         if server.topics.get(name) is None:
             server.topics.create(name, len(assignment.partitions), configs,
                                  internal=name.startswith("__"), topic_id=assignment.topic_id)
+        token = object()
+        self._tokens[name] = token
+        watches = [self._add_partition(name, index, replicas.replicas, token)
+                   for index, replicas in sorted(assignment.partitions.items())]
+
+        def on_assignment(new: TopicAssignment | None) -> bool:
+            if self._tokens.get(name) is not token or new is None:
+                return False
+            self._to_loop(self._assignment_changed, name, new, token)
+            return True
+
+        def on_configs(new: dict[str, str] | None) -> bool:
+            if self._tokens.get(name) is not token or new is None:
+                return False
+            self._to_loop(self._configs_changed, name, new, token)
+            return True
+
+        def register() -> None:
+            for watch in watches:
+                watch()
+            self.zk.watch_topic_assignment(name, on_assignment)
+            self.zk.watch_topic_configs(name, on_configs)
+
+        assert self._loop is not None
+        self._loop.run_in_executor(None, register)
+
+    def _add_partition(self, name: str, index: int, replicas: tuple[int, ...],
+                       token: object) -> Callable[[], None]:
+        """Track a partition (open it when this broker is a replica); the returned call
+        registers its state watch (blocking)."""
+        self.partitions[(name, index)] = PartitionInfo(replicas)
+        if self.broker_id in replicas:
+            self.server.open_partition(name, index)
+
+        def watch(state: PartitionState | None, version: int) -> bool:
+            if self._tokens.get(name) is not token:
+                return False
+            self._to_loop(self._apply_state, name, index, state, version)
+            return True
+
+        return lambda: self.zk.watch_partition_state(name, index, watch)
+
+    def _assignment_changed(self, name: str, assignment: TopicAssignment, token: object) -> None:
+        """New partitions, or a partition's replicas changed (a reassignment)."""
+        if self._tokens.get(name) is not token or self._closed:
+            return
+        old = self.assignments[name]
+        if old.topic_id is not None and assignment.topic_id != old.topic_id:
+            return  # recreated under the same name: the topics watch sees the deletion
+        self.assignments[name] = assignment
+        store = self.server.topics
+        assert store is not None
+        if (topic := store.get(name)) is not None and topic.partitions < len(
+                assignment.partitions):
+            store.set_partitions(name, len(assignment.partitions))
+        watches = []
         for index, replicas in sorted(assignment.partitions.items()):
-            self.partitions[(name, index)] = PartitionInfo(replicas.replicas)
-            if self.broker_id in replicas.replicas:
-                server.open_partition(name, index)
+            info = self.partitions.get((name, index))
+            if info is None:
+                watches.append(self._add_partition(name, index, replicas.replicas, token))
+            elif info.replicas != replicas.replicas:
+                info.replicas = replicas.replicas
+                self._replicas_changed(name, index, info)
+        if watches:
+            assert self._loop is not None
+            self._loop.run_in_executor(None, lambda: [w() for w in watches])
 
-            def watch(state: PartitionState | None, version: int, index: int = index) -> None:
-                self._to_loop(self._apply_state, name, index, state, version)
+    def _replicas_changed(self, name: str, index: int, info: PartitionInfo) -> None:
+        if self.broker_id in info.replicas:
+            self.server.open_partition(name, index)
+            if info.state is not None:
+                self._apply_state(name, index, info.state, info.version, again=True)
+            return
+        partition = self.server.partition(name, index)
+        if partition is not None:
+            log.info("%s-%d: no longer a replica here: deleting the local log", name, index)
+            self._stop_following(partition)
+            self.server.drop_local_partition(name, index)
 
-            self.zk.watch_partition_state(name, index, watch)
+    def _configs_changed(self, name: str, configs: dict[str, str], token: object) -> None:
+        if self._tokens.get(name) is token and not self._closed:
+            self.server.apply_topic_configs(name, configs)
+
+    def _remove_topic(self, name: str) -> None:
+        self._tokens.pop(name, None)
+        assignment = self.assignments.pop(name, None)
+        for index in (assignment.partitions if assignment is not None else ()):
+            self.partitions.pop((name, index), None)
+            partition = self.server.partition(name, index)
+            if partition is not None:
+                self._stop_following(partition)
+        self.server.drop_local_topic(name)
+
+    def stop_fetchers(self) -> None:
+        """Controlled shutdown: stop following (the controller takes this broker out of the
+        ISRs it is in)."""
+        for fetcher in self.fetchers.values():
+            for key in list(fetcher.partitions):
+                fetcher.remove_partition(*key)
 
     # --- partition states ----------------------------------------------------------------------
 
     def _apply_state(self, topic: str, index: int, state: PartitionState | None,
-                     version: int) -> None:
+                     version: int, again: bool = False) -> None:
         info = self.partitions.get((topic, index))
         if info is None or state is None or self._closed:
             return
-        if info.state is not None and state.controller_epoch < info.state.controller_epoch:
+        if (not again and info.state is not None
+                and state.controller_epoch < info.state.controller_epoch):
             log.warning("%s-%d: ignoring a state from controller epoch %d (seen %d)", topic,
                         index, state.controller_epoch, info.state.controller_epoch)
             return
@@ -132,6 +260,7 @@ class ReplicaManager:
                 self.server.became_leader(topic, index)
             else:
                 partition.isr = set(state.isr) | {self.broker_id}
+                partition.update_replicas(info.replicas)
         else:
             partition.make_follower(state.leader, info.replicas, state.leader_epoch)
             self._stop_following(partition)

@@ -11,14 +11,22 @@ What a ZooKeeper-mode Kafka broker does at start-up, in order:
    ZooKeeper transaction, ``/controller_epoch`` + 1 conditional on its version, so two
    brokers can never both believe they won the same epoch.
 
+The controller's writes (partition states, assignments, deletions) go in a ZooKeeper
+transaction with a check of the ``/controller_epoch`` version it won with, as Kafka's
+``checkControllerAndGetDataAsync`` does: a deposed controller that has not noticed yet (a
+long pause, a session that expired under it) gets ``ControllerMovedError`` instead of
+overwriting its successor's decisions.
+
 Watches (kazoo's threads) call back with plain values; the caller moves them onto its loop.
 Every call here blocks on ZooKeeper: the broker runs them in an executor.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
@@ -30,11 +38,13 @@ from samsa.cluster.zk_data import (
     CLUSTER_ID_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
+    DELETE_TOPICS_PATH,
     INITIAL_CONTROLLER_EPOCH,
     PERSISTENT_ZK_PATHS,
     PRODUCER_ID_BLOCK_PATH,
     TOPICS_PATH,
     BrokerInfo,
+    ConfigChangeNotification,
     ControllerInfo,
     EntityConfig,
     PartitionState,
@@ -42,6 +52,7 @@ from samsa.cluster.zk_data import (
     TopicAssignment,
     ZkDataError,
     broker_path,
+    config_change_create_path,
     decode_broker_info,
     decode_cluster_id,
     decode_controller,
@@ -50,15 +61,19 @@ from samsa.cluster.zk_data import (
     decode_partition_state,
     decode_producer_id_block,
     decode_topic_assignment,
+    delete_topic_path,
     encode_broker_info,
     encode_cluster_id,
+    encode_config_change,
     encode_controller,
     encode_controller_epoch,
+    encode_delete_topic,
     encode_entity_config,
     encode_partition_state,
     encode_producer_id_block,
     encode_topic_assignment,
     partition_state_path,
+    partitions_path,
     topic_config_path,
     topic_path,
 )
@@ -68,6 +83,18 @@ log = logging.getLogger(__name__)
 
 class ZkError(RuntimeError):
     """ZooKeeper cannot be used as the broker needs (one line for the user)."""
+
+
+class ControllerMovedError(ZkError):
+    """A controller write was refused: ``/controller_epoch`` moved past the epoch this broker
+    won (another broker is controller now)."""
+
+
+# Not Kafka's: its brokers send the ControlledShutdown request to the controller; here the
+# request and its answer go through this znode (one ephemeral child per attempt).
+CONTROLLED_SHUTDOWN_PATH = "/samsa/controlled_shutdown"
+
+Fence = int | None  # the /controller_epoch znode version a controller write is checked against
 
 
 class ZkClient:
@@ -163,10 +190,11 @@ class ZkClient:
             return INITIAL_CONTROLLER_EPOCH, stat.version
         return decode_controller_epoch(data), stat.version
 
-    def try_become_controller(self, broker_id: int) -> int | None:
+    def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
         """Kafka's election: create ``/controller`` and bump ``/controller_epoch`` (checked
-        against the version just read) in one transaction. The new epoch when this broker
-        won, None when another broker is controller."""
+        against the version just read) in one transaction. (the new epoch, the epoch znode's
+        new version: the controller's fence) when this broker won, None when another broker
+        is controller."""
         for _ in range(5):  # the epoch can move between the read and the transaction
             epoch, version = self.controller_epoch()
             txn = self.client.transaction()
@@ -177,7 +205,7 @@ class ZkClient:
             results = txn.commit()
             failures = [r for r in results if isinstance(r, Exception)]
             if not failures:
-                return epoch + 1
+                return epoch + 1, version + 1
             if any(isinstance(r, NodeExistsError) for r in results):
                 return None
             log.info("controller epoch moved during the election (%s); retrying", failures)
@@ -258,26 +286,130 @@ class ZkClient:
             return None
         return decode_partition_state(data, path=path), stat.version
 
-    def create_partition_state(self, topic: str, partition: int,
-                               state: PartitionState) -> int | None:
-        """The new znode's version (0), None when another writer created it first."""
-        try:
-            self.client.create(partition_state_path(topic, partition),
-                               encode_partition_state(state), makepath=True)
-        except NodeExistsError:
-            return None
-        return 0
+    def _fenced(self, fence: Fence, ops: Callable[[Any], None]) -> list[Any]:
+        """Run ``ops(transaction)`` after a check of the controller epoch version ``fence``;
+        the results of ``ops``' operations. ControllerMovedError when the epoch moved."""
+        txn = self.client.transaction()
+        if fence is not None:
+            txn.check(CONTROLLER_EPOCH_PATH, fence)
+        ops(txn)
+        results = txn.commit()
+        if fence is None:
+            return results
+        if isinstance(results[0], BadVersionError | NoNodeError):
+            raise ControllerMovedError(
+                f"{CONTROLLER_EPOCH_PATH} moved on: another broker is controller")
+        return results[1:]
+
+    def create_partition_state(self, topic: str, partition: int, state: PartitionState,
+                               fence: Fence = None) -> int | None:
+        """The new znode's version (0), None when another writer created it first (or the
+        topic is gone)."""
+        self.client.ensure_path(partitions_path(topic) + f"/{partition}")
+        results = self._fenced(fence, lambda txn: txn.create(
+            partition_state_path(topic, partition), encode_partition_state(state)))
+        return None if isinstance(results[0], Exception) else 0
 
     def update_partition_state(self, topic: str, partition: int, state: PartitionState,
-                               version: int) -> int | None:
+                               version: int, fence: Fence = None) -> int | None:
         """Kafka's conditional update: the new version, None when the znode moved on since
         ``version`` (the caller reads it again)."""
-        try:
-            stat = self.client.set(partition_state_path(topic, partition),
-                                   encode_partition_state(state), version=version)
-        except (BadVersionError, NoNodeError):
+        results = self._fenced(fence, lambda txn: txn.set_data(
+            partition_state_path(topic, partition), encode_partition_state(state),
+            version=version))
+        if isinstance(results[0], Exception):
             return None
-        return stat.version
+        return version + 1
+
+    def topic_assignment_versioned(self, name: str) -> tuple[TopicAssignment, int] | None:
+        try:
+            data, stat = self.client.get(topic_path(name))
+        except NoNodeError:
+            return None
+        return decode_topic_assignment(data, path=topic_path(name)), stat.version
+
+    def set_topic_assignment(self, name: str, assignment: TopicAssignment, version: int,
+                             fence: Fence = None) -> int | None:
+        """Replace a topic's assignment (new partitions, a reassignment) if the znode is still
+        at ``version``: the new version, or None."""
+        results = self._fenced(fence, lambda txn: txn.set_data(
+            topic_path(name), encode_topic_assignment(assignment), version=version))
+        if isinstance(results[0], Exception):
+            return None
+        return version + 1
+
+    def watch_topic_assignment(self, name: str,
+                               callback: Callable[[TopicAssignment | None], bool]) -> None:
+        """``callback(assignment or None when deleted)`` now and at every change, until it
+        returns False."""
+        path = topic_path(name)
+
+        def on_change(data: bytes | None, _stat: object) -> bool:
+            if data is None:
+                return callback(None)
+            try:
+                return callback(decode_topic_assignment(data, path=path))
+            except ZkDataError as exc:
+                log.warning("unreadable %s: %s", path, exc)
+                return True
+
+        self.client.DataWatch(path, on_change)
+
+    def watch_topic_configs(self, name: str,
+                            callback: Callable[[dict[str, str] | None], bool]) -> None:
+        """``callback(the topic's config overrides)`` now and at every change, until it
+        returns False."""
+        path = topic_config_path(name)
+
+        def on_change(data: bytes | None, stat: object) -> bool:
+            if stat is None:
+                return callback(None)
+            try:
+                return callback(dict(decode_entity_config(data, path=path).config))
+            except ZkDataError as exc:
+                log.warning("unreadable %s: %s", path, exc)
+                return True
+
+        self.client.DataWatch(path, on_change)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Write a topic's overrides and a change notification, as AdminZkClient does (the
+        brokers here watch the config znode itself; the notification is for other readers)."""
+        self.client.ensure_path(topic_config_path(name))
+        self.client.set(topic_config_path(name), encode_entity_config(EntityConfig(configs)))
+        self.client.create(config_change_create_path(),
+                           encode_config_change(ConfigChangeNotification(f"topics/{name}")),
+                           sequence=True, makepath=True)
+
+    # --- topic deletion --------------------------------------------------------------------------
+
+    def request_topic_deletion(self, name: str) -> None:
+        """``/admin/delete_topics/<topic>``: the controller deletes it (kafka-topics --delete)."""
+        try:
+            self.client.create(delete_topic_path(name), encode_delete_topic(), makepath=True)
+        except NodeExistsError:
+            pass
+
+    def watch_topic_deletions(self, callback: Callable[[list[str]], None]) -> None:
+        self.client.ensure_path(DELETE_TOPICS_PATH)
+        self.client.ChildrenWatch(DELETE_TOPICS_PATH, lambda names: callback(sorted(names)))
+
+    def delete_topic(self, name: str, fence: Fence = None) -> None:
+        """The controller's last step of a deletion: the partition states, the assignment,
+        the configs, then the deletion request."""
+        for child in self._children(partitions_path(name)):
+            for path in (f"{partitions_path(name)}/{child}/state",
+                         f"{partitions_path(name)}/{child}"):
+                self._fenced(fence, lambda txn, path=path: txn.delete(path))
+        for path in (partitions_path(name), topic_path(name), topic_config_path(name),
+                     delete_topic_path(name)):
+            self._fenced(fence, lambda txn, path=path: txn.delete(path))
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return self.client.get_children(path)
+        except NoNodeError:
+            return []
 
     def watch_topics(self, callback: Callable[[list[str]], None]) -> None:
         """``callback(sorted topic names)`` now and at every change."""
@@ -301,6 +433,42 @@ class ZkClient:
                 log.warning("unreadable %s: %s", path, exc)
 
         self.client.DataWatch(path, on_change)
+
+    # --- controlled shutdown ---------------------------------------------------------------------
+
+    def request_controlled_shutdown(self, broker_id: int) -> str:
+        """Ask the controller to move this broker's leaderships (an ephemeral, sequential
+        request znode; the controller writes the answer into it). The znode's path."""
+        return self.client.create(f"{CONTROLLED_SHUTDOWN_PATH}/{broker_id}-", b"",
+                                  ephemeral=True, sequence=True, makepath=True)
+
+    def controlled_shutdown_answer(self, path: str) -> list[tuple[str, int]] | None:
+        """The partitions the broker still leads, once the controller answered."""
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            return None
+        if not data:
+            return None
+        return [(t, int(p)) for t, p in json.loads(data)["remaining"]]
+
+    def watch_controlled_shutdowns(self, callback: Callable[[list[str]], None]) -> None:
+        self.client.ensure_path(CONTROLLED_SHUTDOWN_PATH)
+        self.client.ChildrenWatch(CONTROLLED_SHUTDOWN_PATH,
+                                  lambda names: callback(sorted(names)))
+
+    def pending_controlled_shutdown(self, name: str) -> int | None:
+        """The broker id of an unanswered request, else None."""
+        try:
+            data, _ = self.client.get(f"{CONTROLLED_SHUTDOWN_PATH}/{name}")
+        except NoNodeError:
+            return None
+        return None if data else int(name.split("-", 1)[0])
+
+    def answer_controlled_shutdown(self, name: str, remaining: list[tuple[str, int]],
+                                   fence: Fence) -> None:
+        data = json.dumps({"version": 1, "remaining": remaining}).encode()
+        self._fenced(fence, lambda txn: txn.set_data(f"{CONTROLLED_SHUTDOWN_PATH}/{name}", data))
 
     # --- producer ids ----------------------------------------------------------------------------
 

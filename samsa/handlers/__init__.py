@@ -14,6 +14,7 @@ _MODULES = (
     "configs",
     "groups",
     "transactions",
+    "cluster_admin",
 )
 
 

@@ -87,6 +87,10 @@ class _FetchPlan:
         for key, parts in self.topics:
             results = []
             for p, partition, error in parts:
+                if partition is not None and partition.closed:  # deleted while we waited
+                    partition, error = None, (ErrorCode.not_leader_or_follower
+                                              if partition.replicated
+                                              else ErrorCode.unknown_topic_or_partition)
                 if partition is None or error is not None:
                     results.append(_empty(p.partition, error or ErrorCode.none, partition))
                     errors = True

@@ -1,7 +1,9 @@
 """CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
 
-One node: every partition has exactly one replica, on this broker. Checks and messages follow
-Kafka's controller (ReplicationControlManager and ControllerApis).
+One node: every partition has exactly one replica, on this broker. In cluster mode the topics
+go to ZooKeeper (KafkaServer.create_topic, delete_topics, add_partitions) and the answer waits
+until this broker has seen the change. Checks and messages follow Kafka's controller
+(ReplicationControlManager and ControllerApis).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from samsa.config import ConfigError, LogConfig
 from samsa.errors import ErrorCode, KafkaError, error
 from samsa.handlers.configs import topic_config_entries
 from samsa.handlers.registry import api
+from samsa.protocol.build import to_ms
 from samsa.server.context import RequestContext
 
 if TYPE_CHECKING:
@@ -43,8 +46,9 @@ def _check_manual_assignment(server: KafkaServer, broker_ids: Sequence[int]) -> 
     if not broker_ids:
         raise error(ErrorCode.invalid_replica_assignment,
                          "The manual partition assignment includes an empty replica list.")
+    live = server.live_brokers()
     for broker_id, count in Counter(broker_ids).items():
-        if broker_id != server.broker_id:
+        if broker_id not in live:
             raise error(
                 ErrorCode.invalid_replica_assignment,
                 f"The manual partition assignment includes broker {broker_id}, but no such "
@@ -127,7 +131,7 @@ def _partition_count(server: KafkaServer, topic: Any) -> int:
 
 def _created_result(
     ctx: RequestContext, name: str, topic_id: uuid.UUID | None, partitions: int,
-    configs: dict[str, str],
+    configs: dict[str, str], replication_factor: int,
 ) -> dict[str, Any]:
     entries = sorted(topic_config_entries(ctx.server, configs), key=lambda e: e["name"])
     return {
@@ -137,7 +141,7 @@ def _created_result(
         "error_message": None,
         "topic_config_error_code": ErrorCode.none,
         "num_partitions": partitions,
-        "replication_factor": 1,
+        "replication_factor": replication_factor,
         "configs": entries,
     }
 
@@ -196,13 +200,21 @@ async def create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
         budget -= partitions
         taken[_collision_key(name)] = name
         topic_id = None
+        manual = {a.partition_index: [int(b) for b in a.broker_ids]
+                  for a in topic.assignments or ()}
+        factor = (len(next(iter(manual.values()))) if manual
+                  else topic.replication_factor if topic.replication_factor > 0
+                  else server.config.get("default.replication.factor"))
         if not validate_only:
-            factor = topic.replication_factor
-            created = server.create_topic(
-                name, partitions, configs, internal=name in INTERNAL_TOPICS,
-                replication_factor=factor if factor > 0 else None)
+            try:
+                created = server.create_topic(
+                    name, partitions, configs, internal=name in INTERNAL_TOPICS,
+                    replication_factor=factor, assignment=manual or None)
+            except KafkaError as exc:  # cluster mode: created meanwhile elsewhere
+                results.append(_failed_result(name, exc.code, exc.message))
+                continue
             topic_id = created.topic_id
-        results.append(_created_result(ctx, name, topic_id, partitions, configs))
+        results.append(_created_result(ctx, name, topic_id, partitions, configs, factor))
     return {"throttle_time": 0, "topics": results}
 
 
@@ -278,8 +290,11 @@ async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
             continue
         doomed[topic.topic_id] = topic.name
         responses.append(_delete_result(topic.name, topic.topic_id))
-    for name in doomed.values():
-        server.delete_topic(name)
+    late = await server.delete_topics(list(doomed.values()), to_ms(request.timeout))
+    for response in responses:
+        if response["name"] in late and response["error_code"] == ErrorCode.none:
+            response["error_code"] = ErrorCode.request_timed_out
+            response["error_message"] = "The deletion did not complete within the timeout."
     return {"throttle_time": 0, "responses": responses}
 
 
@@ -346,6 +361,13 @@ async def create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]
             continue
         budget -= additional
         if not validate_only:
-            server.add_partitions(topic.name, topic.count)
+            assignments = None if topic.assignments is None else [
+                [int(b) for b in a.broker_ids] for a in topic.assignments]
+            try:
+                await server.add_partitions(topic.name, topic.count, assignments,
+                                            to_ms(request.timeout))
+            except KafkaError as exc:
+                results.append(_partitions_result(topic.name, exc.code, exc.message))
+                continue
         results.append(_partitions_result(topic.name))
     return {"throttle_time": 0, "results": results}

@@ -10,12 +10,13 @@ import base64
 import concurrent.futures
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from samsa.cluster.controlled_shutdown import ask_controlled_shutdown
 from samsa.cluster.controller import Controller
 from samsa.cluster.membership import ClusterMembership
 from samsa.cluster.partition import Partition
@@ -167,15 +168,15 @@ class KafkaServer:
     async def _join_cluster(self, membership: ClusterMembership) -> None:
         """Register, take part in the election (the winner runs the controller), and apply
         the cluster's partition states to the local replicas."""
-        self.controller = Controller(membership.zk, lambda topic: self.topic_log_config(
-            topic).unclean_leader_election_enable)
+        self.controller = Controller(membership.zk, self.config.get, lambda topic: (
+            self.topic_log_config(topic).unclean_leader_election_enable))
 
-        def controllership(epoch: int | None) -> None:
+        def controllership(won: tuple[int, int] | None) -> None:
             assert self.controller is not None
-            if epoch is None:
+            if won is None:
                 self.controller.deactivate()
             else:
-                self.controller.activate(epoch)
+                self.controller.activate(*won)
 
         membership.on_controllership = controllership
         await membership.register(self.broker_id, tuple(
@@ -276,6 +277,8 @@ class KafkaServer:
         if not self.started:
             return
         self.started = False
+        if self.replica_manager is not None and self.config.get("controlled.shutdown.enable"):
+            await self._controlled_shutdown()
         for server in self._servers:
             server.close()
         for partition in self.partitions.values():
@@ -300,6 +303,37 @@ class KafkaServer:
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
         self.log_manager.shutdown()
         log.info("samsa broker %d stopped cleanly", self.broker_id)
+
+    async def _controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown: stop following, ask the controller to move this
+        broker's leaderships to other in-sync replicas (retried while some remain), then wait
+        (briefly) to see them go, so requests in flight get NOT_LEADER_OR_FOLLOWER and clients
+        move on before the listeners close."""
+        assert self.replica_manager is not None and self.membership is not None
+        self.replica_manager.stop_fetchers()
+        retries = self.config.get("controlled.shutdown.max.retries")
+        backoff = self.config.get("controlled.shutdown.retry.backoff.ms") / 1000
+        for attempt in range(retries + 1):
+            try:
+                remaining = await ask_controlled_shutdown(self)
+            except Exception as exc:  # no controller, or it went: try again
+                log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
+                remaining = None
+            if remaining == []:
+                break
+            if remaining:
+                log.info("controlled shutdown: %d partitions have no other in-sync replica "
+                         "yet", len(remaining))
+            if attempt < retries:
+                await asyncio.sleep(backoff)
+        else:
+            log.warning("controlled shutdown did not move every leadership; stopping anyway")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 3.0
+        while loop.time() < deadline and any(
+                p.replicated and p.is_leader and len(p.replicas) > 1 and len(p.isr) > 1
+                for p in self.partitions.values()):
+            await asyncio.sleep(0.05)
 
     # --- background work ------------------------------------------------------------------------
 
@@ -419,13 +453,15 @@ class KafkaServer:
     def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None,
         internal: bool = False, replication_factor: int | None = None,
+        assignment: Mapping[int, Sequence[int]] | None = None,
     ) -> Topic:
         """Create a topic and its partition logs (arguments already validated). In cluster
-        mode: its replicas placed on the live brokers, written to ZooKeeper; the brokers open
-        the logs when they see it (``Topic`` returned with the id written)."""
+        mode: its replicas placed on the live brokers (or as ``assignment`` says), written to
+        ZooKeeper; the brokers open the logs when they see it (``Topic`` returned with the id
+        written)."""
         if self.membership is not None:
             factor = replication_factor or self.config.get("default.replication.factor")
-            placed = assign_replicas(self.live_brokers(), partitions, factor)
+            placed = assignment or assign_replicas(self.live_brokers(), partitions, factor)
             topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
             assignment = TopicAssignment(
                 {p: ReplicaAssignment(tuple(r)) for p, r in placed.items()}, topic.topic_id)
@@ -475,26 +511,99 @@ class KafkaServer:
         elif name == "__transaction_state" and self.txn_coordinator is not None:
             self.txn_coordinator.load_partition(partition.log)
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topics(self, names: Sequence[str], timeout_ms: int) -> set[str]:
+        """Delete topics; the names whose deletion did not complete within ``timeout_ms``
+        (cluster mode: the controller deletes them from ZooKeeper, every broker its replicas;
+        this waits until this broker has seen it, as Kafka's DelayedDeleteTopics does)."""
+        if self.membership is None:
+            for name in names:
+                self.drop_local_topic(name)
+            return set()
+        zk = self.membership.zk
+        loop = asyncio.get_running_loop()
+        for name in names:
+            await loop.run_in_executor(None, zk.request_topic_deletion, name)
+        return await self._wait_until(
+            lambda: {n for n in names if self.topics is not None and self.topics.get(n)},
+            timeout_ms)
+
+    async def _wait_until(self, pending: Callable[[], set[str]], timeout_ms: int) -> set[str]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        left = pending()
+        while left and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+            left = pending()
+        return left
+
+    def drop_local_topic(self, name: str) -> None:
+        """This broker's replicas of a topic and its entry in the topic store, gone."""
         assert self.topics is not None
         topic = self.topics.delete(name)
-        if topic is None:
-            return
-        for p in range(topic.partitions):
-            self.partitions.pop((name, p), None)
-            self.log_manager.delete(name, p)
-            if self.cleaner is not None:
-                self.cleaner.forget((name, p))
+        indexes = {p for t, p in list(self.log_manager.logs) + list(self.partitions) if t == name}
+        if topic is not None:
+            indexes |= set(range(topic.partitions))
+        for p in sorted(indexes):
+            self.drop_local_partition(name, p)
 
-    def add_partitions(self, name: str, total: int) -> None:
+    def drop_local_partition(self, name: str, index: int) -> None:
+        partition = self.partitions.pop((name, index), None)
+        if partition is not None:
+            partition.close()
+        self.log_manager.delete(name, index)
+        if self.cleaner is not None:
+            self.cleaner.forget((name, index))
+
+    async def add_partitions(self, name: str, total: int,
+                             assignment: Sequence[Sequence[int]] | None = None,
+                             timeout_ms: int = 30000) -> None:
+        """Grow a topic to ``total`` partitions (cluster mode: new replicas placed as Kafka's
+        AdminZkClient places them, or as ``assignment`` says, written to ZooKeeper)."""
         assert self.topics is not None
-        self.topics.set_partitions(name, total)
-        topic = self.topics.get(name)
-        assert topic is not None
-        self._open_topic_partitions(topic)
+        if self.membership is None:
+            self.topics.set_partitions(name, total)
+            topic = self.topics.get(name)
+            assert topic is not None
+            self._open_topic_partitions(topic)
+            return
+        zk = self.membership.zk
+        loop = asyncio.get_running_loop()
+        found = await loop.run_in_executor(None, zk.topic_assignment_versioned, name)
+        if found is None:
+            raise KafkaError(f"Topic {name} does not exist.",
+                             ErrorCode.unknown_topic_or_partition)
+        current, version = found
+        existing = len(current.partitions)
+        if assignment is not None:
+            added = {existing + i: list(r) for i, r in enumerate(assignment)}
+        else:
+            first = current.partitions[0].replicas
+            brokers = sorted(self.live_brokers())
+            start = next((i for i, b in enumerate(brokers) if b >= first[0]), 0)
+            added = assign_replicas(self.live_brokers(), total - existing, len(first),
+                                    fixed_start_index=start, start_partition_id=existing)
+        partitions = dict(current.partitions)
+        partitions.update({p: ReplicaAssignment(tuple(r)) for p, r in added.items()})
+        new = TopicAssignment(partitions, current.topic_id)
+        if await loop.run_in_executor(None, zk.set_topic_assignment, name, new,
+                                      version) is None:
+            raise KafkaError(f"The partitions of {name} changed meanwhile; try again.",
+                             ErrorCode.reassignment_in_progress)
+        await self._wait_until(lambda: set() if (
+            t := self.topics.get(name) if self.topics else None) is None or
+            t.partitions >= total else {name}, timeout_ms)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """A topic's config overrides (cluster mode: in ZooKeeper, where every broker reads
+        them; applied here at once)."""
+        if self.membership is not None:
+            self.membership.zk.set_topic_configs(name, dict(configs))
+        self.apply_topic_configs(name, configs)
+
+    def apply_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         assert self.topics is not None
+        if self.topics.get(name) is None:
+            return
         self.topics.set_configs(name, dict(configs))
         config = self.topic_log_config(name)
         for (t, _), partition in self.partitions.items():
