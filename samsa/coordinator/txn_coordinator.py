@@ -59,7 +59,6 @@ TXN_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 2**15 - 1
-COORDINATOR_EPOCH = 0  # a single node never hands its transactional ids over
 WRITE_TXN_MARKERS = 27
 MARKER_TIMEOUT_S = 10.0
 
@@ -155,6 +154,14 @@ class TransactionCoordinator:
                 log.info("completing transaction %r left in %s", meta.transactional_id,
                          meta.state.display)
                 await self._complete_or_retry(meta, meta.state == TxnState.PREPARE_COMMIT)
+
+    def coordinator_epoch(self, txn_id: str) -> int:
+        """The epoch markers carry, as Kafka's coordinator epoch: the leader epoch of the
+        transactional id's __transaction_state partition (0 on a single node), so a partition
+        refuses the markers of a coordinator that has since been replaced."""
+        partition = self.server.partition(TXN_STATE_TOPIC,
+                                          partition_for(txn_id, self.num_partitions))
+        return partition.leader_epoch if partition is not None and partition.replicated else 0
 
     def load_partition(self, log_: object) -> None:
         """Cluster mode: this broker became the leader of a __transaction_state partition."""
@@ -388,7 +395,7 @@ class TransactionCoordinator:
                 continue  # deleted since it was added: nothing to mark
             try:
                 partition.append_marker(meta.producer_id, meta.producer_epoch, commit,
-                                        COORDINATOR_EPOCH)
+                                        self.coordinator_epoch(meta.transactional_id))
             except KafkaError as exc:
                 log.warning("transaction %r: %s marker on %s-%d refused: %s",
                             meta.transactional_id, "commit" if commit else "abort", topic,
@@ -415,7 +422,8 @@ class TransactionCoordinator:
             topics.setdefault(topic, []).append(index)
         body = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
             producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
-            transaction_result=commit, coordinator_epoch=COORDINATOR_EPOCH,
+            transaction_result=commit,
+            coordinator_epoch=self.coordinator_epoch(meta.transactional_id),
             topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps))
                          for t, ps in topics.items())),))
         try:

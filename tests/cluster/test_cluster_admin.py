@@ -28,6 +28,9 @@ import samsa
 from samsa.cluster.zk_client import ControllerMovedError, ZkClient
 from samsa.cluster.zk_data import PartitionState
 from samsa.cluster.zookeeper_server import ZooKeeperServer
+from samsa.coordinator.records import partition_for
+from samsa.records.batch import iter_headers
+from samsa.records.control import read_marker
 from tests.cluster.test_replicated_topics import produce, read_all
 
 pytestmark = pytest.mark.timeout(180)
@@ -337,3 +340,44 @@ def test_a_deposed_controllers_writes_are_refused(cluster: list[samsa.Broker],
         assert after.leader == state.leader
     finally:
         zk.close()
+
+
+def markers(log: object) -> list[int]:
+    """The coordinator epochs of the transaction markers in a log, in order."""
+    data = log.read_batches(0)  # type: ignore[attr-defined]
+    found = []
+    for pos, header in iter_headers(data):
+        if header.is_control:
+            marker = read_marker(memoryview(data)[pos:pos + header.size])
+            assert marker is not None
+            found.append(marker.coordinator_epoch)
+    return found
+
+
+def commit_one(bootstrap: str, txn_id: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"in a transaction", partition=0)
+    producer.commit_transaction(30)
+
+
+def test_markers_carry_the_transaction_coordinators_epoch(cluster: list[samsa.Broker]) -> None:
+    """Kafka's coordinator epoch: the leader epoch of the transactional id's
+    __transaction_state partition, so the markers of a replaced coordinator can be told."""
+    admin = AdminClient({"bootstrap.servers": servers(cluster)})
+    create(admin, "txn-data", 1, 3)
+    commit_one(servers(cluster), "epoch-txn", "txn-data")
+    state_partition = partition_for("epoch-txn", 50)
+    coordinator = next(b for b in cluster if (p := b.server.partition(
+        "__transaction_state", state_partition)) is not None and p.is_leader)
+    first_epoch = coordinator.server.partition("__transaction_state", state_partition).leader_epoch
+    coordinator.stop()  # controlled shutdown: another replica leads the state partition
+    rest = [b for b in cluster if b is not coordinator]
+    commit_one(servers(rest), "epoch-txn", "txn-data")
+    now = next(b for b in rest if b.server.partition(
+        "__transaction_state", state_partition).is_leader)
+    second_epoch = now.server.partition("__transaction_state", state_partition).leader_epoch
+    assert second_epoch > first_epoch
+    leader = next(b for b in rest if b.server.partition("txn-data", 0).is_leader)
+    assert markers(leader.server.partition("txn-data", 0).log) == [first_epoch, second_epoch]
