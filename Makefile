@@ -9,7 +9,7 @@ APT_PACKAGES := kcat libzookeeper-java
 # Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
 JAVA_PACKAGE := openjdk-17-jre-headless
 
-.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn clean
+.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,9 @@ bench-storage: setup
 
 bench-txn: setup
 	$(BIN)/python bench/txn_bench.py
+
+bench-cluster: setup
+	$(BIN)/python bench/cluster_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
