@@ -137,8 +137,8 @@ class Partition:
         """Followers that have not caught up for ``lag_time_max_ms`` leave the ISR (which may
         let the high watermark move on); returns them."""
         now = _now_ms()
-        out = {r for r in self.isr if r != self.broker_id
-               and now - self.followers[r].last_caught_up_ms > lag_time_max_ms}
+        out = {r for r in self.isr if r != self.broker_id and (
+            (f := self.followers.get(r)) is None or now - f.last_caught_up_ms > lag_time_max_ms)}
         if out:
             self.isr -= out
             self._advance_high_watermark()

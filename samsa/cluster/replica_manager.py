@@ -53,6 +53,7 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tokens: dict[str, object] = {}  # a topic's watches stop when its token goes
         self._synced = False
+        self.shutting_down = False
 
     @property
     def broker_id(self) -> int:
@@ -229,6 +230,7 @@ class ReplicaManager:
     def stop_fetchers(self) -> None:
         """Controlled shutdown: stop following (the controller takes this broker out of the
         ISRs it is in)."""
+        self.shutting_down = True
         for fetcher in self.fetchers.values():
             for key in list(fetcher.partitions):
                 fetcher.remove_partition(*key)
@@ -251,20 +253,23 @@ class ReplicaManager:
             return
         if state.leader == self.broker_id:
             self._stop_following(partition)
+            isr = {r for r in state.isr if r in info.replicas} | {self.broker_id}
             if not (partition.is_leader and partition.replicated
                     and partition.leader_epoch == state.leader_epoch):
-                partition.make_leader(info.replicas, set(state.isr), state.leader_epoch)
+                partition.make_leader(info.replicas, isr, state.leader_epoch)
                 partition.on_isr_change = self._isr_changed
                 log.info("%s-%d: leading at epoch %d, ISR %s", topic, index,
                          state.leader_epoch, list(state.isr))
                 self.server.became_leader(topic, index)
             else:
-                partition.isr = set(state.isr) | {self.broker_id}
+                partition.isr = isr
                 partition.update_replicas(info.replicas)
+            if isr != set(state.isr):  # a replica that is gone: write the ISR without it
+                self._isr_changed(partition)
         else:
             partition.make_follower(state.leader, info.replicas, state.leader_epoch)
             self._stop_following(partition)
-            if state.leader != NO_LEADER:
+            if state.leader != NO_LEADER and not self.shutting_down:
                 self._follow(partition, state.leader, state.leader_epoch)
 
     def _stop_following(self, partition: Partition) -> None:
@@ -326,7 +331,9 @@ class ReplicaManager:
                 info.state, info.version = new, version
                 log.info("%s-%d: ISR %s written", partition.topic, partition.index,
                          list(new.isr))
-                return
+                if set(new.isr) == partition.isr:
+                    return
+                continue  # the ISR changed again while it was being written
             found = await self._loop.run_in_executor(
                 None, self.zk.partition_state, partition.topic, partition.index)
             if found is None:

@@ -91,6 +91,8 @@ class _FetchPlan:
                     partition, error = None, (ErrorCode.not_leader_or_follower
                                               if partition.replicated
                                               else ErrorCode.unknown_topic_or_partition)
+                if partition is not None and error is None:  # the leader moved on meanwhile
+                    error = leader_epoch_error(partition, getattr(p, "current_leader_epoch", -1))
                 if partition is None or error is not None:
                     results.append(_empty(p.partition, error or ErrorCode.none, partition))
                     errors = True
