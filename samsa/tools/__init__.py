@@ -2,8 +2,10 @@
 
 ``samsa topics`` (kafka-topics.sh), ``samsa configs`` (kafka-configs.sh), ``samsa produce``
 (kafka-console-producer.sh), ``samsa consume`` (kafka-console-consumer.sh), ``samsa groups``
-(kafka-consumer-groups.sh), ``samsa transactions`` (kafka-transactions.sh), and ``samsa cluster
-up|down``: a local ZooKeeper and N brokers for trying a cluster on one machine.
+(kafka-consumer-groups.sh), ``samsa transactions`` (kafka-transactions.sh), ``samsa
+reassign-partitions`` (kafka-reassign-partitions.sh), ``samsa leader-election``
+(kafka-leader-election.sh), and ``samsa cluster up|down``: a local ZooKeeper and N brokers for
+trying a cluster on one machine.
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ from samsa.tools.cluster import cluster
 from samsa.tools.configs import configs
 from samsa.tools.console import consume, produce
 from samsa.tools.groups import groups
+from samsa.tools.leader_election import leader_election
+from samsa.tools.reassign_partitions import reassign_partitions
 from samsa.tools.topics import topics
 from samsa.tools.transactions import transactions
 
 COMMANDS: tuple[click.Command, ...] = (
-    topics, configs, produce, consume, groups, transactions, cluster,
+    topics, configs, produce, consume, groups, transactions, reassign_partitions,
+    leader_election, cluster,
 )
 
 __all__ = [
-    "COMMANDS", "cluster", "configs", "consume", "groups", "produce", "topics", "transactions",
+    "COMMANDS", "cluster", "configs", "consume", "groups", "leader_election", "produce",
+    "reassign_partitions", "topics", "transactions",
 ]

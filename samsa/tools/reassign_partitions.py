@@ -1,0 +1,699 @@
+"""``samsa reassign-partitions``: kafka-reassign-partitions.sh (--generate, --execute, --verify,
+--cancel, --list).
+
+The reassignment file is Kafka's JSON::
+
+    {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2],
+                                   "log_dirs": ["any", "any"]}]}
+
+(``log_dirs`` optional; samsa moves no replica between log directories, so every entry must be
+``any``), and the topics-to-move file of ``--generate`` is ``{"version": 1, "topics":
+[{"topic": "t"}]}``. Output lines are Kafka's ReassignPartitionsCommand's: ``--execute`` prints
+the current assignment of the partitions it moves (to save for a rollback) then ``Successfully
+started partition reassignments for t-0,t-1``; ``--verify`` prints ``Reassignment of partition
+t-0 is completed.`` or ``... is still in progress.``; ``--cancel`` cancels the reassignments of
+the file that are running; ``--list`` prints the running ones; ``--generate`` proposes an
+assignment of whole topics over ``--broker-list`` with Kafka's replica placement
+(``samsa.cluster.placement``). Like Kafka, ``--execute`` refuses to start while other
+reassignments run unless ``--additional`` is given.
+
+samsa has no replication throttles: ``--throttle`` and ``--replica-alter-log-dirs-throttle`` do
+not exist here, and ``--preserve-throttles`` is accepted and does nothing. Unlike Kafka, an
+unknown topic or partition in the file of ``--verify`` or ``--cancel`` is an error too.
+
+confluent-kafka has no reassignment API, so the requests (Metadata, AlterPartitionReassignments,
+ListPartitionReassignments) go over a socket of samsa's own (``samsa.tools.wire``), to the
+controller Metadata names, found again when a broker answers NOT_CONTROLLER (kafka-python, which
+has these calls, is only a test dependency). PLAINTEXT listeners only: of ``--command-config``
+only ``security.protocol`` (which must be PLAINTEXT) and ``client.id`` are used. Every failure is
+one ``samsa:`` line and exit status 1 (2 for a usage error).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence, Sized
+from pathlib import Path
+from typing import Any
+
+import click
+from kio.schema.alter_partition_reassignments.v0.request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+from kio.schema.list_partition_reassignments.v0.request import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsTopics,
+)
+
+from samsa.cluster.placement import BrokerMetadata, assign_replicas
+from samsa.errors import ErrorCode, KafkaError, kafka_name
+from samsa.tools.common import (
+    REQUEST_TIMEOUT_S,
+    ToolError,
+    bootstrap_option,
+    command_config_option,
+    parse_bootstrap,
+    read_properties_file,
+)
+from samsa.tools.wire import Wire
+
+CLIENT_ID = "reassign-partitions-tool"  # Kafka's client id for this tool
+METADATA, ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 3, 45, 46
+# Metadata from v4 (the first that can refuse to auto-create the topics asked about) to the
+# newest kio reads.
+KIO_METADATA = (4, 12)
+RETRY_BACKOFF_S = 0.2
+ANY_LOG_DIR = "any"
+TP = tuple[str, int]
+
+ACTIONS = ("generate", "execute", "verify", "cancel", "list")
+# Kafka's required and permitted options of each action (--bootstrap-server and
+# --command-config are permitted everywhere).
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "generate": ("topics_to_move_json_file", "broker_list"),
+    "execute": ("reassignment_json_file",),
+    "verify": ("reassignment_json_file",),
+    "cancel": ("reassignment_json_file",),
+    "list": (),
+}
+PERMITTED: dict[str, frozenset[str]] = {
+    "generate": frozenset({"disable_rack_aware"}),
+    "execute": frozenset({"additional"}),
+    "verify": frozenset({"preserve_throttles"}),
+    "cancel": frozenset({"preserve_throttles"}),
+    "list": frozenset(),
+}
+OPTION_NAMES = {
+    "reassignment_json_file": "reassignment-json-file",
+    "topics_to_move_json_file": "topics-to-move-json-file",
+    "broker_list": "broker-list", "disable_rack_aware": "disable-rack-aware",
+    "additional": "additional", "preserve_throttles": "preserve-throttles",
+}
+CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE = (
+    "Cannot execute because there is an existing partition assignment.  Use --additional to"
+    " override this and create a new partition assignment in addition to the existing one. The"
+    " --additional flag can also be used to change the throttle by resubmitting the current"
+    " reassignment."
+)
+# Errors worth another try: the controller moved, or is being elected.
+RETRIABLE = frozenset({ErrorCode.not_controller, ErrorCode.request_timed_out})
+# Kafka's messages (Errors.java), for answers that carry no message of their own.
+MESSAGES = {
+    ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
+    ErrorCode.invalid_topic_exception:
+        "The request attempted to perform an operation on an invalid topic.",
+    ErrorCode.invalid_replica_assignment: "Replica assignment is invalid.",
+    ErrorCode.no_reassignment_in_progress: "No partition reassignment is in progress.",
+    ErrorCode.not_controller: "This is not the correct controller for this cluster.",
+    ErrorCode.request_timed_out: "The request timed out.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.invalid_request:
+        "This most likely occurs because of a request being malformed by the client library or"
+        " the message was sent to an incompatible broker. See the broker logs for more details.",
+    ErrorCode.unknown_server_error:
+        "The server experienced an unexpected error when processing the request.",
+}
+
+
+def tp_name(tp: TP) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def joined(ids: Iterable[int], sep: str = ",") -> str:
+    return sep.join(map(str, ids))
+
+
+def message_of(code: int, message: str | None) -> str:
+    """The message Kafka's exception for this answer would carry."""
+    if message:
+        return message
+    try:
+        return MESSAGES.get(ErrorCode(code), kafka_name(code))
+    except ValueError:
+        return kafka_name(code)
+
+
+# --- the JSON files ------------------------------------------------------------------------------
+
+
+def read_json(path: Path, option: str) -> Any:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ToolError(f"{option}: cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ToolError(f"{option} {path}: The input string is not a valid JSON: {exc}") from exc
+
+
+def _type_name(value: Any) -> str:
+    return json.dumps(value) if len(json.dumps(value)) <= 40 else type(value).__name__
+
+
+def _field(obj: Any, name: str, kind: str, where: str) -> Any:
+    """Field ``name`` of JSON object ``obj``: ``int``, ``str``, ``ints`` or ``strs``."""
+    if not isinstance(obj, dict):
+        raise ToolError(f"{where}: expected a JSON object, got {_type_name(obj)}")
+    if name not in obj:
+        raise ToolError(f"{where}: No such field exists: `{name}`")
+    value = obj[name]
+    ok = {
+        "int": is_int32,
+        "str": lambda v: isinstance(v, str),
+        "ints": lambda v: isinstance(v, list) and all(is_int32(i) for i in v),
+        "strs": lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v),
+    }[kind](value)
+    if not ok:
+        wanted = {"int": "an int32", "str": "a string", "ints": "a list of int32s",
+                  "strs": "a list of strings"}[kind]
+        raise ToolError(f"{where}: `{name}` must be {wanted}, got {_type_name(value)}")
+    return value
+
+
+def is_int32(value: Any) -> bool:
+    """A JSON integer that fits Kafka's int32 (Java's Integer)."""
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and -(2**31) <= value < 2**31)
+
+
+def _version(data: Any, where: str) -> None:
+    if not isinstance(data, dict):
+        raise ToolError(f"{where}: expected a JSON object, got {_type_name(data)}")
+    version = _field(data, "version", "int", where) if "version" in data else 1
+    if version != 1:
+        raise ToolError(f"{where}: Not supported version field value {version}")
+
+
+def parse_reassignment(data: Any, where: str) -> list[tuple[TP, list[int]]]:
+    """Kafka's parsePartitionReassignmentData: (partition, replicas) in the file's order,
+    duplicates kept (for the checks of --execute)."""
+    _version(data, where)
+    partitions = data.get("partitions", [])
+    if not isinstance(partitions, list):
+        raise ToolError(f"{where}: `partitions` must be a list, got {_type_name(partitions)}")
+    result: list[tuple[TP, list[int]]] = []
+    for entry in partitions:
+        topic = _field(entry, "topic", "str", where)
+        partition = _field(entry, "partition", "int", where)
+        replicas = _field(entry, "replicas", "ints", where)
+        tp = (topic, partition)
+        if "log_dirs" in entry:
+            log_dirs = _field(entry, "log_dirs", "strs", where)
+            if len(log_dirs) != len(replicas):
+                raise ToolError(
+                    f"Size of replicas list {_java_list(replicas)} is different from size of"
+                    f" log dirs list {_java_list(log_dirs)} for partition {tp_name(tp)}"
+                )
+            if any(d != ANY_LOG_DIR for d in log_dirs):
+                raise ToolError(
+                    f"{where}: partition {tp_name(tp)} names log dirs {_java_list(log_dirs)}:"
+                    f" samsa does not move replicas between log directories (use"
+                    f" \"{ANY_LOG_DIR}\")"
+                )
+        result.append((tp, list(replicas)))
+    return result
+
+
+def _java_list(items: Sequence[object]) -> str:
+    return f"[{', '.join(map(str, items))}]"
+
+
+def check_execute(parts: list[tuple[TP, list[int]]]) -> dict[TP, list[int]]:
+    """Kafka's parseExecuteAssignmentArgs checks; the reassignments by partition."""
+    if not parts:
+        raise ToolError("Partition reassignment list cannot be empty")
+    if any(not replicas for _, replicas in parts):
+        raise ToolError("Partition replica list cannot be empty")
+    seen: set[TP] = set()
+    duplicated: list[TP] = []
+    for tp, _ in parts:
+        if tp in seen and tp not in duplicated:
+            duplicated.append(tp)
+        seen.add(tp)
+    if duplicated:
+        raise ToolError(
+            "Partition reassignment contains duplicate topic partitions: "
+            + ",".join(tp_name(tp) for tp in duplicated)
+        )
+    problems = []
+    for tp, replicas in parts:
+        repeated = sorted({r for r in replicas if replicas.count(r) > 1})
+        if repeated:
+            problems.append(f"{tp_name(tp)} contains multiple entries for {joined(repeated)}")
+    if problems:
+        raise ToolError(
+            "Partition replica lists may not contain duplicate entries: " + ". ".join(problems)
+        )
+    return dict(parts)
+
+
+def parse_topics(data: Any, where: str) -> list[str]:
+    """The topics of a --topics-to-move-json-file, checked for repeats."""
+    _version(data, where)
+    entries = data.get("topics", [])
+    if not isinstance(entries, list):
+        raise ToolError(f"{where}: `topics` must be a list, got {_type_name(entries)}")
+    topics = [_field(entry, "topic", "str", where) for entry in entries]
+    repeated = sorted({t for t in topics if topics.count(t) > 1})
+    if repeated:
+        raise ToolError(
+            f"List of topics to reassign contains duplicate entries: {_java_list(repeated)}"
+        )
+    if not topics:
+        raise ToolError(f"{where}: no topics to move")
+    return topics
+
+
+def parse_broker_list(value: str) -> list[int]:
+    brokers = []
+    for item in value.split(","):
+        try:
+            broker = int(item.strip())
+        except ValueError:
+            broker = None
+        if broker is None or not is_int32(broker):
+            raise click.UsageError(
+                f"--broker-list takes broker ids separated by commas, got {value!r}"
+            )
+        brokers.append(broker)
+    repeated = sorted({b for b in brokers if brokers.count(b) > 1})
+    if repeated:
+        raise ToolError(f"Broker list contains duplicate entries: {_java_list(repeated)}")
+    return brokers
+
+
+def reassignment_json(assignment: Mapping[TP, Sequence[int]]) -> str:
+    """Kafka's formatAsReassignmentJson: compact, partitions sorted, every log dir ``any``."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": tp[0], "partition": tp[1], "replicas": list(assignment[tp]),
+         "log_dirs": [ANY_LOG_DIR] * len(assignment[tp])}
+        for tp in sorted(assignment)
+    ]}, separators=(",", ":"))
+
+
+# --- the cluster ---------------------------------------------------------------------------------
+
+
+def _build(schema: type, **values: Any) -> Any:
+    """An entity of ``schema`` from the values its version has (the others are dropped)."""
+    names = {f.name for f in dataclasses.fields(schema)}
+    return schema(**{k: v for k, v in values.items() if k in names})
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class Cluster:
+    """Connections to the cluster, all bounded by one deadline."""
+
+    def __init__(self, bootstrap: str, timeout: float, client_id: str = CLIENT_ID) -> None:
+        self.addresses = parse_bootstrap(bootstrap)
+        self.deadline = time.monotonic() + timeout
+        self.client_id = client_id
+        self._wires: dict[tuple[str, int], Wire] = {}
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for wire in self._wires.values():
+            wire.sock.close()
+        self._wires.clear()
+
+    def connect(self, host: str, port: int) -> Wire:
+        wire = self._wires.get((host, port))
+        if wire is None:
+            wire = self._wires[(host, port)] = Wire(host, port, self.deadline, self.client_id)
+        return wire
+
+    def forget(self, wire: Wire) -> None:
+        for key, known in list(self._wires.items()):
+            if known is wire:
+                wire.sock.close()
+                del self._wires[key]
+
+    def bootstrap(self) -> Wire:
+        """A connection to the first bootstrap server that answers."""
+        problems = []
+        for host, port in self.addresses:
+            try:
+                return self.connect(host, port)
+            except ToolError as exc:
+                problems.append(exc.message.removeprefix("cannot connect to "))
+        raise ToolError(f"cannot connect to any bootstrap server: {'; '.join(problems)}")
+
+    def pause(self) -> bool:
+        """Sleep before a retry; False when the deadline leaves no time for one."""
+        if time.monotonic() + RETRY_BACKOFF_S >= self.deadline:
+            return False
+        time.sleep(RETRY_BACKOFF_S)
+        return True
+
+    def metadata(self, topics: Sequence[str] | None) -> Any:
+        """A Metadata response for these topics (None: all; empty: only the brokers); never
+        creates a topic."""
+        wire = self.bootstrap()
+        try:
+            version = wire.version(METADATA, *KIO_METADATA, "Metadata")
+            module = importlib.import_module(f"kio.schema.metadata.v{version}.request")
+            request = _build(
+                module.MetadataRequest,
+                topics=None if topics is None else tuple(
+                    _build(module.MetadataRequestTopic, name=t, topic_id=None) for t in topics),
+                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            )
+            return wire.request(METADATA, version, request)
+        except ToolError:
+            self.forget(wire)
+            raise
+
+    def brokers(self, metadata: Any) -> dict[int, Node]:
+        return {b.node_id: Node(b.node_id, b.host, b.port, getattr(b, "rack", None))
+                for b in metadata.brokers}
+
+    def assignment(self, topics: Iterable[str]) -> dict[TP, list[int]]:
+        """The replicas of every partition of these topics (Metadata); Kafka's error for a
+        topic that does not exist. Retried while a topic has no partitions to show yet."""
+        names = sorted(set(topics))
+        while True:
+            response = self.metadata(names)
+            found: dict[TP, list[int]] = {}
+            retry = False
+            for topic in response.topics:
+                code = topic.error_code
+                if code == ErrorCode.unknown_topic_or_partition:
+                    raise ToolError(f"UNKNOWN_TOPIC_OR_PARTITION: Topic {topic.name} not found.")
+                if code == ErrorCode.leader_not_available and not topic.partitions:
+                    retry = True
+                elif code not in (ErrorCode.none, ErrorCode.leader_not_available):
+                    raise ToolError(f"{kafka_name(code)}: cannot describe topic {topic.name}:"
+                                    f" {message_of(code, None)}")
+                for p in topic.partitions:
+                    found[(topic.name, int(p.partition_index))] = [int(r)
+                                                                  for r in p.replica_nodes]
+            if not retry:
+                return found
+            if not self.pause():
+                raise ToolError(f"LEADER_NOT_AVAILABLE: the partitions of {', '.join(names)}"
+                                " are not known yet")
+
+    def on_controller(self, api_key: int, name: str, body: Any) -> Any:
+        """Send ``body`` (a v0 request) to the controller Metadata names; found again after
+        NOT_CONTROLLER or a lost connection, until the deadline. A top-level error is a
+        ToolError."""
+        while True:
+            metadata = self.metadata(())
+            controller = self.brokers(metadata).get(int(metadata.controller_id))
+            if controller is None:
+                problem = "NOT_CONTROLLER: no controller is known to the cluster"
+            else:
+                problem = self._try_controller(controller, api_key, name, body)
+                if not isinstance(problem, str):
+                    return problem
+            if not self.pause():
+                raise ToolError(problem)
+
+    def _try_controller(self, controller: Node, api_key: int, name: str, body: Any) -> Any:
+        """The answer of ``controller``, or the text of a failure worth another try."""
+        try:
+            wire = self.connect(controller.host, controller.port)
+        except ToolError as exc:
+            return exc.message
+        try:
+            wire.version(api_key, 0, 0, name)
+            response = wire.request(api_key, 0, body)
+        except ToolError as exc:
+            self.forget(wire)
+            if exc.message.startswith(("UNSUPPORTED_VERSION", "REQUEST_TIMED_OUT")):
+                raise
+            return exc.message
+        code = response.error_code
+        if code == ErrorCode.none:
+            return response
+        problem = f"{kafka_name(code)}: {message_of(code, response.error_message)}"
+        if code not in RETRIABLE:
+            raise ToolError(problem)
+        self.forget(wire)
+        return problem
+
+    def list_reassignments(self, partitions: Iterable[TP] | None = None
+                           ) -> dict[TP, tuple[list[int], list[int], list[int]]]:
+        """ListPartitionReassignments: (replicas, adding, removing) of each running move."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, index in sorted(set(partitions)):
+                by_topic.setdefault(topic, []).append(index)
+            topics = tuple(ListPartitionReassignmentsTopics(name=t, partition_indexes=tuple(ps))
+                           for t, ps in by_topic.items())
+        response = self.on_controller(
+            LIST_REASSIGNMENTS, "ListPartitionReassignments",
+            ListPartitionReassignmentsRequest(topics=topics),
+        )
+        return {
+            (t.name, int(p.partition_index)): (
+                [int(r) for r in p.replicas], [int(r) for r in p.adding_replicas],
+                [int(r) for r in p.removing_replicas],
+            )
+            for t in response.topics for p in t.partitions
+        }
+
+    def alter_reassignments(self, targets: Mapping[TP, Sequence[int] | None]
+                            ) -> dict[TP, str]:
+        """AlterPartitionReassignments (None: cancel); the error message of each partition
+        that failed."""
+        by_topic: dict[str, list[ReassignablePartition]] = {}
+        for (topic, index), replicas in sorted(targets.items()):
+            by_topic.setdefault(topic, []).append(ReassignablePartition(
+                partition_index=index,
+                replicas=None if replicas is None else tuple(replicas),
+            ))
+        response = self.on_controller(
+            ALTER_REASSIGNMENTS, "AlterPartitionReassignments",
+            AlterPartitionReassignmentsRequest(topics=tuple(
+                ReassignableTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+            )),
+        )
+        errors: dict[TP, str] = {}
+        answered: set[TP] = set()
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = (topic.name, int(p.partition_index))
+                answered.add(tp)
+                if p.error_code != ErrorCode.none:
+                    errors[tp] = message_of(p.error_code, p.error_message)
+        for tp in targets:
+            if tp not in answered:
+                errors[tp] = "The controller's answer left this partition out."
+        return errors
+
+
+# --- the actions ---------------------------------------------------------------------------------
+
+
+def _partition_list(tps: Iterable[TP]) -> str:
+    return ",".join(tp_name(tp) for tp in sorted(tps))
+
+
+def _plural(items: Sized) -> str:
+    return "" if len(items) == 1 else "s"
+
+
+def _error_lines(errors: Mapping[TP, str]) -> str:
+    return "; ".join(f"{tp_name(tp)}: {errors[tp]}" for tp in sorted(errors))
+
+
+def _current_replicas(cluster: Cluster, partitions: Iterable[TP]) -> dict[TP, list[int]]:
+    """Kafka's getReplicaAssignmentForPartitions: an error for a partition that is missing."""
+    wanted = set(partitions)
+    found = cluster.assignment(t for t, _ in wanted)
+    missing = sorted(wanted - set(found))
+    if missing:
+        raise ToolError("UNKNOWN_TOPIC_OR_PARTITION: Unable to find partition: "
+                        + ", ".join(tp_name(tp) for tp in missing))
+    return {tp: found[tp] for tp in wanted}
+
+
+def run_execute(cluster: Cluster, parts: list[tuple[TP, list[int]]], additional: bool) -> None:
+    proposed = check_execute(parts)
+    if not additional and cluster.list_reassignments():
+        raise ToolError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE)
+    known = set(cluster.brokers(cluster.metadata(())))
+    for replicas in proposed.values():
+        unknown = next((r for r in replicas if r not in known), None)
+        if unknown is not None:
+            raise ToolError(f"Unknown broker id {unknown}")
+    current = _current_replicas(cluster, proposed)
+    click.echo(f"Current partition replica assignment\n\n{reassignment_json(current)}\n\n"
+               "Save this to use as the --reassignment-json-file option during rollback")
+    errors = cluster.alter_reassignments(proposed)
+    if errors:
+        raise ToolError(f"Error reassigning partition(s): {_error_lines(errors)}")
+    click.echo(f"Successfully started partition reassignment{_plural(proposed)}"
+               f" for {_partition_list(proposed)}")
+
+
+def run_verify(cluster: Cluster, parts: list[tuple[TP, list[int]]]) -> None:
+    targets = dict(parts)
+    running = cluster.list_reassignments()
+    current = _current_replicas(cluster, [tp for tp in targets if tp not in running])
+    lines = ["Status of partition reassignment:"]
+    for tp in sorted(targets):
+        if tp in running:
+            lines.append(f"Reassignment of partition {tp_name(tp)} is still in progress.")
+        elif current[tp] == targets[tp]:
+            lines.append(f"Reassignment of partition {tp_name(tp)} is completed.")
+        else:
+            lines.append(f"There is no active reassignment of partition {tp_name(tp)}, but"
+                         f" replica set is {joined(current[tp])} rather than"
+                         f" {joined(targets[tp])}.")
+    click.echo("\n".join(lines))
+
+
+def run_cancel(cluster: Cluster, parts: list[tuple[TP, list[int]]]) -> None:
+    targets = {tp for tp, _ in parts}
+    _current_replicas(cluster, targets)
+    running = [tp for tp, (_, adding, removing) in cluster.list_reassignments(targets).items()
+               if tp in targets and (adding or removing)]
+    if not running:
+        click.echo("None of the specified partition reassignments are active.")
+        return
+    errors = cluster.alter_reassignments(dict.fromkeys(running))
+    if errors:
+        raise ToolError(f"Error cancelling partition reassignment{_plural(errors)} for:"
+                        f" {_error_lines(errors)}")
+    click.echo(f"Successfully cancelled partition reassignment{_plural(running)} for:"
+               f" {_partition_list(running)}")
+
+
+def run_list(cluster: Cluster) -> None:
+    running = cluster.list_reassignments()
+    if not running:
+        click.echo("No partition reassignments found.")
+        return
+    click.echo("Current partition reassignments:")
+    for tp in sorted(running):
+        replicas, adding, removing = running[tp]
+        click.echo(f"{tp_name(tp)}: replicas: {joined(replicas)}."
+                   + (f" adding: {joined(adding)}." if adding else "")
+                   + (f" removing: {joined(removing)}." if removing else ""))
+
+
+def run_generate(cluster: Cluster, topics: list[str], broker_list: list[int],
+                 rack_aware: bool) -> None:
+    current = cluster.assignment(topics)
+    wanted = set(broker_list)
+    nodes = [n for _, n in sorted(cluster.brokers(cluster.metadata(())).items())
+             if n.node_id in wanted]
+    brokers = [BrokerMetadata(n.node_id, n.rack if rack_aware else None) for n in nodes]
+    rackless = sum(1 for b in brokers if b.rack is None)
+    if rack_aware and rackless not in (0, len(brokers)):
+        raise ToolError("Not all brokers have rack information. Add --disable-rack-aware in"
+                        " command line to make replica assignment without rack information.")
+    by_topic: dict[str, dict[int, list[int]]] = {}
+    for (topic, index), replicas in current.items():
+        by_topic.setdefault(topic, {})[index] = replicas
+    proposed: dict[TP, list[int]] = {}
+    for topic, partitions in sorted(by_topic.items()):
+        factor = len(partitions[min(partitions)])
+        try:
+            placed = assign_replicas(brokers, len(partitions), factor)
+        except KafkaError as exc:
+            raise ToolError(exc.message) from exc
+        proposed.update({(topic, index): replicas for index, replicas in placed.items()})
+    click.echo(f"Current partition replica assignment\n{reassignment_json(current)}\n")
+    click.echo(f"Proposed partition reassignment configuration\n{reassignment_json(proposed)}")
+
+
+@click.command("reassign-partitions")
+@bootstrap_option
+@command_config_option
+@click.option("--generate", is_flag=True,
+              help="Propose an assignment of the topics of --topics-to-move-json-file over the"
+                   " brokers of --broker-list.")
+@click.option("--execute", is_flag=True,
+              help="Start the reassignments of --reassignment-json-file.")
+@click.option("--verify", is_flag=True,
+              help="Tell whether the reassignments of --reassignment-json-file are done.")
+@click.option("--cancel", is_flag=True,
+              help="Cancel the running reassignments of --reassignment-json-file.")
+@click.option("--list", "list_", is_flag=True, help="List the running reassignments.")
+@click.option("--reassignment-json-file", "reassignment_json_file",
+              type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="The reassignments: {\"version\":1,\"partitions\":[{\"topic\":\"foo\","
+                   "\"partition\":1,\"replicas\":[1,2,3]}]}.")
+@click.option("--topics-to-move-json-file", "topics_to_move_json_file",
+              type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="With --generate, the topics to move: {\"version\":1,\"topics\":"
+                   "[{\"topic\":\"foo\"}]}.")
+@click.option("--broker-list", "broker_list", metavar="ID,ID,...",
+              help="With --generate, the brokers to place the replicas on.")
+@click.option("--disable-rack-aware", "disable_rack_aware", is_flag=True,
+              help="With --generate, ignore the brokers' racks.")
+@click.option("--additional", is_flag=True,
+              help="With --execute, start even while other reassignments run.")
+@click.option("--preserve-throttles", "preserve_throttles", is_flag=True,
+              help="Accepted for Kafka's scripts; samsa has no replication throttles.")
+def reassign_partitions(
+    bootstrap_server: str, command_config: Path | None, generate: bool, execute: bool,
+    verify: bool, cancel: bool, list_: bool, **options: Any,
+) -> None:
+    """Move partitions between brokers, as kafka-reassign-partitions.sh does."""
+    flags = dict(zip(ACTIONS, (generate, execute, verify, cancel, list_), strict=True))
+    chosen = [name for name, flag in flags.items() if flag]
+    if len(chosen) != 1:
+        raise click.UsageError("Command must include exactly one action: "
+                               + ", ".join(f"--{a}" for a in ACTIONS))
+    action = chosen[0]
+    for name in REQUIRED[action]:
+        if options[name] is None:
+            raise click.UsageError(f"Missing required argument \"[{OPTION_NAMES[name]}]\"")
+    for name, value in options.items():
+        if value not in (None, False) and name not in REQUIRED[action] + tuple(
+                PERMITTED[action]):
+            raise click.UsageError(
+                f"Option \"[{OPTION_NAMES[name]}]\" can't be used with action \"[{action}]\""
+            )
+    parse_bootstrap(bootstrap_server)
+    extra = read_properties_file(command_config, "--command-config")
+    protocol = extra.get("security.protocol", "plaintext").strip().lower()
+    if protocol != "plaintext":
+        raise ToolError(f"samsa reassign-partitions speaks PLAINTEXT only"
+                        f" (security.protocol={protocol})")
+    client_id = extra.get("client.id", CLIENT_ID)
+
+    if action == "generate":
+        topics_file: Path = options["topics_to_move_json_file"]
+        topics = parse_topics(read_json(topics_file, "--topics-to-move-json-file"),
+                              str(topics_file))
+        brokers = parse_broker_list(options["broker_list"])
+        with Cluster(bootstrap_server, REQUEST_TIMEOUT_S, client_id) as cluster:
+            run_generate(cluster, topics, brokers, not options["disable_rack_aware"])
+        return
+    parts: list[tuple[TP, list[int]]] = []
+    if action != "list":
+        path: Path = options["reassignment_json_file"]
+        parts = parse_reassignment(read_json(path, "--reassignment-json-file"), str(path))
+        if action != "execute" and not parts:
+            raise ToolError(f"{path}: Partition reassignment list cannot be empty")
+    with Cluster(bootstrap_server, REQUEST_TIMEOUT_S, client_id) as cluster:
+        if action == "execute":
+            run_execute(cluster, parts, options["additional"])
+        elif action == "verify":
+            run_verify(cluster, parts)
+        elif action == "cancel":
+            run_cancel(cluster, parts)
+        else:
+            run_list(cluster)
