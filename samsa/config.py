@@ -248,6 +248,9 @@ BROKER_KEYS: dict[str, Key] = {
         Key("delete.topic.enable", Type.BOOLEAN, True, "Allow DeleteTopics."),
         Key("socket.request.max.bytes", Type.INT, 100 * 1024 * 1024,
             "Largest request frame; a larger one closes the connection.", at_least(1)),
+        Key("offsets.commit.timeout.ms", Type.INT, 5000,
+            "How long an offset commit waits for the ISR of its __consumer_offsets partition "
+            "(cluster mode).", at_least(1)),
         Key("offsets.topic.num.partitions", Type.INT, 50,
             "Partitions of __consumer_offsets (cannot change once the topic exists).",
             at_least(1)),

@@ -57,7 +57,7 @@ class Controller:
     def __init__(self, zk: ZkClient, setting: Callable[[str], Any],
                  unclean: Callable[[str], bool]) -> None:
         """``setting(key)``: a broker config value; ``unclean(topic)``: the topic's
-        unclean.leader.election.enable."""
+        unclean.leader.election.enable (as ZooKeeper has it now)."""
         self.zk = zk
         self.setting = setting
         self.unclean = unclean
@@ -162,7 +162,15 @@ class Controller:
             self._submit(self._assignment_changed, topic)
             return True
 
+        def configured(configs: dict[str, str] | None) -> bool:
+            # unclean.leader.election.enable turned on elects offline partitions at once
+            if configs is None or topic not in self._watched_topics:
+                return False
+            self._submit(self._assignment_changed, topic)
+            return True
+
         self.zk.watch_topic_assignment(topic, changed)
+        self.zk.watch_topic_configs(topic, configured)
 
     def _topics_changed(self, names: set[str]) -> None:
         for topic in sorted(names - self._known_topics):

@@ -191,13 +191,32 @@ class GroupCoordinator:
 
     def load_partition(self, log: Any) -> None:
         """Cluster mode: this broker became the leader of a __consumer_offsets partition:
-        read the groups stored there."""
-        self._loading = int(log.name.rsplit("-", 1)[1])
+        read the groups stored there. Their members' sessions start now (as Kafka schedules
+        every loaded member's heartbeat expiration): they have been heartbeating to the
+        previous coordinator, not to this one."""
+        index = int(log.name.rsplit("-", 1)[1])
+        self._loading = index
         try:
             self._load_partition(log)
         finally:
             self._loading = None
             self._loaded_at_home.clear()
+        now = asyncio.get_running_loop().time()
+        for group_id, group in self.groups.items():
+            if partition_for(group_id, self.num_partitions) == index:
+                for member in group.members.values():
+                    member.last_heartbeat = now
+
+    def coordinates(self, group_id: str) -> bool:
+        """Whether this broker coordinates the group: always on a single node; in cluster mode
+        only while it leads the group's __consumer_offsets partition. Elsewhere a group
+        request is answered NOT_COORDINATOR (the client finds the coordinator again), never
+        from a state that another broker now owns or that this broker never loaded."""
+        if self.server.membership is None:
+            return True
+        partition = self.server.partition(OFFSETS_TOPIC,
+                                          partition_for(group_id, self.num_partitions))
+        return partition is not None and partition.replicated and partition.is_leader
 
     def _write(self, group_id: str, records: list[RecordInput]) -> int:
         """Append records to the group's __consumer_offsets partition (acks=all on one node);
@@ -208,6 +227,22 @@ class GroupCoordinator:
         index = partition_for(group_id, self.num_partitions)
         partition = self.server.coordinator_partition(OFFSETS_TOPIC, index)
         return partition.append(encode_batch(records, timestamp=now_ms())).first_offset
+
+    async def wait_replicated(self, group_id: str) -> ErrorCode | None:
+        """Cluster mode: wait until what was written for the group reached the ISR of its
+        __consumer_offsets partition (Kafka's offsets.commit.required.acks=-1), at most
+        offsets.commit.timeout.ms; None when it did, else the error the client should get
+        (Kafka's: COORDINATOR_NOT_AVAILABLE on a timeout, NOT_COORDINATOR after a move)."""
+        partition = self.server.partition(OFFSETS_TOPIC,
+                                          partition_for(group_id, self.num_partitions))
+        if partition is None or not partition.replicated:
+            return None
+        timeout = self.server.config.get("offsets.commit.timeout.ms") / 1000
+        if await partition.wait_replicated(partition.log.log_end_offset, timeout):
+            return None
+        if partition.closed or not partition.is_leader:
+            return ErrorCode.not_coordinator
+        return ErrorCode.coordinator_not_available
 
     def _group_record(self, group: Group) -> RecordInput:
         members = [
@@ -252,6 +287,8 @@ class GroupCoordinator:
     ) -> Response:
         if not group_id:
             return _join_error(ErrorCode.invalid_group_id, member_id)
+        if not self.coordinates(group_id):
+            return _join_error(ErrorCode.not_coordinator, member_id)
         if not self.min_session_ms <= session_ms <= self.max_session_ms:
             return _join_error(ErrorCode.invalid_session_timeout, member_id)
         group = self.groups.get(group_id)
@@ -495,6 +532,8 @@ class GroupCoordinator:
     ) -> Response:
         if not group_id:
             return {"error_code": ErrorCode.invalid_group_id, "assignment": b""}
+        if not self.coordinates(group_id):
+            return {"error_code": ErrorCode.not_coordinator, "assignment": b""}
         group = self.groups.get(group_id)
         try:
             member = self._check_member(group, member_id, instance_id)
@@ -539,6 +578,8 @@ class GroupCoordinator:
     ) -> ErrorCode:
         if not group_id:
             return ErrorCode.invalid_group_id
+        if not self.coordinates(group_id):
+            return ErrorCode.not_coordinator
         group = self.groups.get(group_id)
         try:
             member = self._check_member(group, member_id, instance_id)
@@ -556,6 +597,8 @@ class GroupCoordinator:
         """Remove each (member id, instance id); one error code per member."""
         if not group_id:
             return [ErrorCode.invalid_group_id] * len(members)
+        if not self.coordinates(group_id):
+            return [ErrorCode.not_coordinator] * len(members)
         group = self.groups.get(group_id)
         results = []
         removed = False
@@ -620,6 +663,8 @@ class GroupCoordinator:
         offsets: list[tuple[str, int, int, int, str | None]], version: int,
     ) -> dict[tuple[str, int], ErrorCode]:
         """Commit (topic, partition, offset, leader epoch, metadata) entries."""
+        if not self.coordinates(group_id):
+            return {(t, p): ErrorCode.not_coordinator for t, p, *_ in offsets}
         group = self.groups.get(group_id)
         failure = self._commit_check(group, generation, member_id, instance_id, version)
         if failure is not None:
@@ -641,8 +686,12 @@ class GroupCoordinator:
         values: dict[tuple[str, int], OffsetValue] = {}
         records = []
         stamp = now_ms()
+        store = self.server.topics
+        assert store is not None
         for topic, partition, offset, epoch, metadata in offsets:
-            if self.server.partition(topic, partition) is None:
+            # the topic store knows every topic of the cluster, hosted here or not
+            known = store.get(topic)
+            if known is None or not 0 <= partition < known.partitions:
                 results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
                 continue
             if metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
@@ -682,6 +731,8 @@ class GroupCoordinator:
     ) -> dict[tuple[str, int], ErrorCode]:
         """TxnOffsetCommit: offsets written with the producer's id and epoch as a transactional
         batch, applied when the transaction's marker reaches the group's partition."""
+        if not self.coordinates(group_id):
+            return {(t, p): ErrorCode.not_coordinator for t, p, *_ in offsets}
         group = self.groups.get(group_id) or self._new_group(group_id)
         failure = None  # Kafka's GroupCoordinator.doTxnCommitOffsets, in its order
         if group.state == GroupState.DEAD:

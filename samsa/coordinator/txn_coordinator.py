@@ -55,6 +55,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# How long a state record may take to reach the ISR of its __transaction_state partition
+# (Kafka waits for its acks=all append up to the request's timeout).
+STATE_REPLICATION_TIMEOUT_S = 5.0
+
 TXN_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_PRODUCER_EPOCH = -1
@@ -243,6 +247,23 @@ class TransactionCoordinator:
         partition.append(encode_batch([RecordInput(value, encode_txn_key(txn_id))],
                                       timestamp=now_ms()))
 
+    async def durable(self, txn_id: str) -> ErrorCode | None:
+        """Cluster mode: wait until the id's state records reached the ISR of its
+        __transaction_state partition (Kafka appends them with acks=all) before the client is
+        answered: a new coordinator must find every state a client was told about. None when
+        they did; NOT_COORDINATOR after a move; COORDINATOR_NOT_AVAILABLE on a timeout (the
+        client retries)."""
+        partition = self.server.partition(TXN_STATE_TOPIC,
+                                          partition_for(txn_id, self.num_partitions))
+        if partition is None or not partition.replicated:
+            return None
+        if await partition.wait_replicated(partition.log.log_end_offset,
+                                           STATE_REPLICATION_TIMEOUT_S):
+            return None
+        if partition.closed or not partition.is_leader:
+            return ErrorCode.not_coordinator
+        return ErrorCode.coordinator_not_available
+
     def _store(self, meta: TxnMetadata, state: TxnState) -> None:
         """Move to ``state`` and persist it (the log append is the commit point)."""
         meta.state = state
@@ -357,8 +378,12 @@ class TransactionCoordinator:
         state = meta.state
         if state == TxnState.ONGOING:
             self._store(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
-            # the Prepare record is the commit point: from here the outcome is decided, and a
-            # failed marker write is retried by the timer, as Kafka's marker channel retries
+            # the Prepare record is the commit point once the ISR has it: from here the
+            # outcome is decided, and a failed marker write is retried by the timer, as
+            # Kafka's marker channel retries (and a client retrying EndTxn waits for it)
+            lost = await self.durable(txn_id)
+            if lost is not None:
+                return lost
             await self._complete_or_retry(meta, commit)
             return ErrorCode.none
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT

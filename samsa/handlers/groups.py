@@ -113,11 +113,12 @@ async def describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
     for group_id in request.groups:
         group = coordinator.groups.get(group_id)
         entry: dict[str, Any] = {
-            "error_code": ErrorCode.none, "group_id": group_id, "group_state": "Dead",
+            "error_code": ErrorCode.none if coordinator.coordinates(group_id)
+            else ErrorCode.not_coordinator, "group_id": group_id, "group_state": "Dead",
             "protocol_type": "", "protocol_data": "", "members": [],
             "authorized_operations": GROUP_OPERATIONS if operations else OPERATIONS_NOT_REQUESTED,
         }
-        if group is not None:
+        if group is not None and entry["error_code"] == ErrorCode.none:
             stable = group.state == GroupState.STABLE
             entry.update(
                 group_state=group.state.value,
@@ -152,7 +153,8 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
          getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
         for topic in request.topics for p in topic.partitions
     ]
-    codes = _coordinator(ctx).commit(
+    coordinator = _coordinator(ctx)
+    codes = coordinator.commit(
         group_id=request.group_id,
         generation=request.generation_id_or_member_epoch,
         member_id=request.member_id,
@@ -160,6 +162,11 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
         offsets=entries,
         version=ctx.version,
     )
+    if any(code == ErrorCode.none for code in codes.values()):
+        failed = await coordinator.wait_replicated(request.group_id)
+        if failed is not None:
+            codes = {tp: failed if code == ErrorCode.none else code
+                     for tp, code in codes.items()}
     return {
         "throttle_time": 0,
         "topics": [
@@ -202,6 +209,14 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
     stable = getattr(request, "require_stable", False)
     if ctx.version < 8:
+        if not coordinator.coordinates(request.group_id):
+            # v1 has no top-level error: each partition asked for carries it
+            return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator, "topics": [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                     "metadata": "", "error_code": ErrorCode.not_coordinator}
+                    for p in t.partition_indexes]}
+                for t in request.topics or ()] if ctx.version < 2 else []}
         return {"throttle_time": 0, "error_code": ErrorCode.none,
                 "topics": _fetched_topics(coordinator, request.group_id, request.topics,
                                           stable)}
@@ -210,6 +225,8 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "groups": [
             {"group_id": g.group_id, "error_code": ErrorCode.none,
              "topics": _fetched_topics(coordinator, g.group_id, g.topics, stable)}
+            if coordinator.coordinates(g.group_id) else
+            {"group_id": g.group_id, "error_code": ErrorCode.not_coordinator, "topics": []}
             for g in request.groups
         ],
     }

@@ -41,10 +41,13 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
         assert ctx.server.producer_ids is not None
         return {"throttle_time": 0, "error_code": ErrorCode.none,
                 "producer_id": ctx.server.producer_ids.next_id(), "producer_epoch": 0}
-    code, pid, epoch = await _txns(ctx).init_producer_id(
+    txns = _txns(ctx)
+    code, pid, epoch = await txns.init_producer_id(
         request.transactional_id, to_ms(request.transaction_timeout),
         getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1),
     )
+    if code == ErrorCode.none and (lost := await txns.durable(request.transactional_id)):
+        code, pid, epoch = lost, -1, -1
     return {"throttle_time": 0, "error_code": _fenced(code, ctx.version, 4),
             "producer_id": pid, "producer_epoch": epoch}
 
@@ -52,10 +55,14 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
 @api(24, "AddPartitionsToTxn", 0, 3)
 async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-    codes = _txns(ctx).add_partitions(
+    txns = _txns(ctx)
+    codes = txns.add_partitions(
         request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
         request.v3_and_below_producer_epoch, wanted,
     )
+    if ErrorCode.none in codes.values() and (
+            lost := await txns.durable(request.v3_and_below_transactional_id)):
+        codes = {tp: lost if code == ErrorCode.none else code for tp, code in codes.items()}
     return {"throttle_time": 0, "results_by_topic_v3_and_below": [
         {"name": t.name, "results_by_partition": [
             {"partition_index": p,
@@ -68,8 +75,11 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> dict[str, 
 
 @api(25, "AddOffsetsToTxn", 0, 3)
 async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    code = _txns(ctx).add_offsets(request.transactional_id, request.producer_id,
-                                  request.producer_epoch, request.group_id)
+    txns = _txns(ctx)
+    code = txns.add_offsets(request.transactional_id, request.producer_id,
+                            request.producer_epoch, request.group_id)
+    if code == ErrorCode.none:
+        code = await txns.durable(request.transactional_id) or code
     return {"throttle_time": 0, "error_code": _fenced(code, ctx.version, 2)}
 
 

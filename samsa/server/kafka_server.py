@@ -169,7 +169,9 @@ class KafkaServer:
         """Register, take part in the election (the winner runs the controller), and apply
         the cluster's partition states to the local replicas."""
         self.controller = Controller(membership.zk, self.config.get, lambda topic: (
-            self.topic_log_config(topic).unclean_leader_election_enable))
+            LogConfig.from_props(membership.zk.topic_configs(topic),
+                                 defaults=self.log_manager.defaults)
+            .unclean_leader_election_enable))
 
         def controllership(won: tuple[int, int] | None) -> None:
             assert self.controller is not None
