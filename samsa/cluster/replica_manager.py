@@ -210,6 +210,8 @@ class ReplicaManager:
         partition = self.server.partition(name, index)
         if partition is not None:
             log.info("%s-%d: no longer a replica here: deleting the local log", name, index)
+            if partition.replicated and partition.is_leader:
+                self.server.stopped_leading(name, index)
             self._stop_following(partition)
             self.server.drop_local_partition(name, index)
 
@@ -267,7 +269,10 @@ class ReplicaManager:
             if isr != set(state.isr):  # a replica that is gone: write the ISR without it
                 self._isr_changed(partition)
         else:
+            was_leader = partition.replicated and partition.is_leader
             partition.make_follower(state.leader, info.replicas, state.leader_epoch)
+            if was_leader:
+                self.server.stopped_leading(topic, index)
             self._stop_following(partition)
             if state.leader != NO_LEADER and not self.shutting_down:
                 self._follow(partition, state.leader, state.leader_epoch)

@@ -207,6 +207,24 @@ class GroupCoordinator:
                 for member in group.members.values():
                     member.last_heartbeat = now
 
+    def unload_partition(self, index: int) -> None:
+        """Cluster mode: this broker stopped leading a __consumer_offsets partition. Its groups
+        go (the new leader loads them); members waiting in a join or a sync are told
+        NOT_COORDINATOR and find the new coordinator."""
+        for group_id in [g for g in self.groups if partition_for(g, self.num_partitions) == index]:
+            group = self.groups.pop(group_id)
+            if group.rebalance_deadline is not None:
+                group.rebalance_deadline.cancel()
+            group.transition(GroupState.DEAD, now_ms())
+            for member in group.members.values():
+                if member.awaiting_join:
+                    assert member.join_waiter is not None
+                    member.join_waiter.set_result(
+                        _join_error(ErrorCode.not_coordinator, member.member_id))
+                if member.awaiting_sync:
+                    assert member.sync_waiter is not None
+                    member.sync_waiter.set_result({"error_code": ErrorCode.not_coordinator})
+
     def coordinates(self, group_id: str) -> bool:
         """Whether this broker coordinates the group: always on a single node; in cluster mode
         only while it leads the group's __consumer_offsets partition. Elsewhere a group

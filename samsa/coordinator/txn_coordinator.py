@@ -167,6 +167,12 @@ class TransactionCoordinator:
                                           partition_for(txn_id, self.num_partitions))
         return partition.leader_epoch if partition is not None and partition.replicated else 0
 
+    def unload_partition(self, index: int) -> None:
+        """Cluster mode: this broker stopped leading a __transaction_state partition: its
+        transactional ids go (the new leader loads and completes them)."""
+        for txn_id in [t for t in self.txns if partition_for(t, self.num_partitions) == index]:
+            del self.txns[txn_id]
+
     def load_partition(self, log_: object) -> None:
         """Cluster mode: this broker became the leader of a __transaction_state partition."""
         self._load_partition(log_)

@@ -513,6 +513,14 @@ class KafkaServer:
         elif name == "__transaction_state" and self.txn_coordinator is not None:
             self.txn_coordinator.load_partition(partition.log)
 
+    def stopped_leading(self, name: str, index: int) -> None:
+        """Cluster mode: another broker leads ``name``-``index`` now; a coordinator whose
+        state lives there lets it go."""
+        if name == "__consumer_offsets" and self.group_coordinator is not None:
+            self.group_coordinator.unload_partition(index)
+        elif name == "__transaction_state" and self.txn_coordinator is not None:
+            self.txn_coordinator.unload_partition(index)
+
     async def delete_topics(self, names: Sequence[str], timeout_ms: int) -> set[str]:
         """Delete topics; the names whose deletion did not complete within ``timeout_ms``
         (cluster mode: the controller deletes them from ZooKeeper, every broker its replicas;

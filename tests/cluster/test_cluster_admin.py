@@ -6,11 +6,12 @@ controller's writes refused."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ElectionType, Producer
+from confluent_kafka import Consumer, ElectionType, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -381,3 +382,50 @@ def test_markers_carry_the_transaction_coordinators_epoch(cluster: list[samsa.Br
     assert second_epoch > first_epoch
     leader = next(b for b in rest if b.server.partition("txn-data", 0).is_leader)
     assert markers(leader.server.partition("txn-data", 0).log) == [first_epoch, second_epoch]
+
+
+def test_a_coordinator_that_stops_leading_lets_its_groups_go(
+        cluster: list[samsa.Broker]) -> None:
+    """Moving the group's __consumer_offsets partition away from its coordinator: the old
+    coordinator forgets the group, the new one has it, and the consumer's commits go on."""
+    admin = AdminClient({"bootstrap.servers": servers(cluster)})
+    create(admin, "work", 1, 3)
+    produce(servers(cluster), "work", [f"w{i}".encode() for i in range(20)])
+    consumer = Consumer({"bootstrap.servers": servers(cluster), "group.id": "movers",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe(["work"])
+        seen = []
+        deadline = time.monotonic() + 30
+        while len(seen) < 10 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                seen.append(msg.value())
+        consumer.commit(asynchronous=False)
+        index = partition_for("movers", 50)
+        old = next(b for b in cluster if (p := b.server.partition(
+            "__consumer_offsets", index)) is not None and p.is_leader)
+        assert "movers" in old.server.group_coordinator.groups
+        target = [b.server.broker_id for b in cluster if b is not old]
+        client = KafkaAdminClient(bootstrap_servers=servers(cluster))
+        try:
+            client.alter_partition_reassignments(
+                {TopicPartition("__consumer_offsets", index): target})
+        finally:
+            client.close()
+        wait_for(lambda: "movers" not in old.server.group_coordinator.groups, timeout=30,
+                 what="the old coordinator to let the group go")
+        new = next(b for b in cluster if (p := b.server.partition(
+            "__consumer_offsets", index)) is not None and p.is_leader)
+        assert new is not old and "movers" in new.server.group_coordinator.groups
+        deadline = time.monotonic() + 30
+        while len(seen) < 20 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                seen.append(msg.value())
+        consumer.commit(asynchronous=False)
+        assert seen == [f"w{i}".encode() for i in range(20)]
+        committed = consumer.committed([CkTopicPartition("work", 0)], timeout=15)
+        assert committed[0].offset == 20
+    finally:
+        consumer.close()
