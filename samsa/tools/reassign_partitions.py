@@ -31,10 +31,7 @@ one ``samsa:`` line and exit status 1 (2 for a usage error).
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import json
-import time
 from collections.abc import Iterable, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import Any
@@ -60,14 +57,10 @@ from samsa.tools.common import (
     parse_bootstrap,
     read_properties_file,
 )
-from samsa.tools.wire import Wire
+from samsa.tools.wire import Node, WirePool
 
 CLIENT_ID = "reassign-partitions-tool"  # Kafka's client id for this tool
-METADATA, ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 3, 45, 46
-# Metadata from v4 (the first that can refuse to auto-create the topics asked about) to the
-# newest kio reads.
-KIO_METADATA = (4, 12)
-RETRY_BACKOFF_S = 0.2
+ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
 ANY_LOG_DIR = "any"
 TP = tuple[str, int]
 
@@ -300,88 +293,11 @@ def reassignment_json(assignment: Mapping[TP, Sequence[int]]) -> str:
 # --- the cluster ---------------------------------------------------------------------------------
 
 
-def _build(schema: type, **values: Any) -> Any:
-    """An entity of ``schema`` from the values its version has (the others are dropped)."""
-    names = {f.name for f in dataclasses.fields(schema)}
-    return schema(**{k: v for k, v in values.items() if k in names})
-
-
-@dataclasses.dataclass(frozen=True)
-class Node:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None
-
-
-class Cluster:
+class Cluster(WirePool):
     """Connections to the cluster, all bounded by one deadline."""
 
-    def __init__(self, bootstrap: str, timeout: float, client_id: str = CLIENT_ID) -> None:
-        self.addresses = parse_bootstrap(bootstrap)
-        self.deadline = time.monotonic() + timeout
-        self.client_id = client_id
-        self._wires: dict[tuple[str, int], Wire] = {}
-
-    def __enter__(self) -> Cluster:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for wire in self._wires.values():
-            wire.sock.close()
-        self._wires.clear()
-
-    def connect(self, host: str, port: int) -> Wire:
-        wire = self._wires.get((host, port))
-        if wire is None:
-            wire = self._wires[(host, port)] = Wire(host, port, self.deadline, self.client_id)
-        return wire
-
-    def forget(self, wire: Wire) -> None:
-        for key, known in list(self._wires.items()):
-            if known is wire:
-                wire.sock.close()
-                del self._wires[key]
-
-    def bootstrap(self) -> Wire:
-        """A connection to the first bootstrap server that answers."""
-        problems = []
-        for host, port in self.addresses:
-            try:
-                return self.connect(host, port)
-            except ToolError as exc:
-                problems.append(exc.message.removeprefix("cannot connect to "))
-        raise ToolError(f"cannot connect to any bootstrap server: {'; '.join(problems)}")
-
-    def pause(self) -> bool:
-        """Sleep before a retry; False when the deadline leaves no time for one."""
-        if time.monotonic() + RETRY_BACKOFF_S >= self.deadline:
-            return False
-        time.sleep(RETRY_BACKOFF_S)
-        return True
-
-    def metadata(self, topics: Sequence[str] | None) -> Any:
-        """A Metadata response for these topics (None: all; empty: only the brokers); never
-        creates a topic."""
-        wire = self.bootstrap()
-        try:
-            version = wire.version(METADATA, *KIO_METADATA, "Metadata")
-            module = importlib.import_module(f"kio.schema.metadata.v{version}.request")
-            request = _build(
-                module.MetadataRequest,
-                topics=None if topics is None else tuple(
-                    _build(module.MetadataRequestTopic, name=t, topic_id=None) for t in topics),
-                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
-                include_topic_authorized_operations=False,
-            )
-            return wire.request(METADATA, version, request)
-        except ToolError:
-            self.forget(wire)
-            raise
-
-    def brokers(self, metadata: Any) -> dict[int, Node]:
-        return {b.node_id: Node(b.node_id, b.host, b.port, getattr(b, "rack", None))
-                for b in metadata.brokers}
+    def by_id(self, metadata: Any) -> dict[int, Node]:
+        return {n.node_id: n for n in self.brokers(metadata)}
 
     def assignment(self, topics: Iterable[str]) -> dict[TP, list[int]]:
         """The replicas of every partition of these topics (Metadata); Kafka's error for a
@@ -415,7 +331,7 @@ class Cluster:
         ToolError."""
         while True:
             metadata = self.metadata(())
-            controller = self.brokers(metadata).get(int(metadata.controller_id))
+            controller = self.by_id(metadata).get(int(metadata.controller_id))
             if controller is None:
                 problem = "NOT_CONTROLLER: no controller is known to the cluster"
             else:
@@ -530,7 +446,7 @@ def run_execute(cluster: Cluster, parts: list[tuple[TP, list[int]]], additional:
     proposed = check_execute(parts)
     if not additional and cluster.list_reassignments():
         raise ToolError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE)
-    known = set(cluster.brokers(cluster.metadata(())))
+    known = set(cluster.by_id(cluster.metadata(())))
     for replicas in proposed.values():
         unknown = next((r for r in replicas if r not in known), None)
         if unknown is not None:
@@ -595,7 +511,7 @@ def run_generate(cluster: Cluster, topics: list[str], broker_list: list[int],
                  rack_aware: bool) -> None:
     current = cluster.assignment(topics)
     wanted = set(broker_list)
-    nodes = [n for _, n in sorted(cluster.brokers(cluster.metadata(())).items())
+    nodes = [n for _, n in sorted(cluster.by_id(cluster.metadata(())).items())
              if n.node_id in wanted]
     brokers = [BrokerMetadata(n.node_id, n.rack if rack_aware else None) for n in nodes]
     rackless = sum(1 for b in brokers if b.rack is None)

@@ -23,7 +23,6 @@ Kafka's message``.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import struct
 import time
 from collections.abc import Iterable, Sequence
@@ -46,17 +45,14 @@ from samsa.tools.common import (
     parse_bootstrap,
     read_properties_file,
 )
-from samsa.tools.wire import Wire
+from samsa.tools.wire import Node, WirePool, build_entity
 
 CLIENT_ID = "samsa-transactions"
-METADATA, FIND_COORDINATOR = 3, 10
+FIND_COORDINATOR = 10
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key type of a transactional id
-# Metadata from v4 (the first that can refuse to auto-create the topic asked about) to the
-# newest kio reads; FindCoordinator from v1 (the first with a key type).
-KIO_METADATA = (4, 12)
+# FindCoordinator from v1 (the first with a key type) to the newest kio reads.
 KIO_FIND_COORDINATOR = (1, 6)
-RETRY_BACKOFF_S = 0.2
 NONE = "None"
 _SIZE = struct.Struct(">i")
 
@@ -200,99 +196,16 @@ DescribeTransactionsResponse = _retyped(
 )
 
 
-class TxnWire(Wire):
-    """``Wire`` with this tool's client id."""
-
-    def __init__(self, host: str, port: int, deadline: float) -> None:
-        super().__init__(host, port, deadline, CLIENT_ID)
-
-
-def _build(schema: type, **values: Any) -> Any:
-    """An entity of ``schema`` from the values its version has (the others are dropped)."""
-    names = {f.name for f in dataclasses.fields(schema)}
-    return schema(**{k: v for k, v in values.items() if k in names})
-
-
-@dataclass(frozen=True)
-class Node:
-    node_id: int
-    host: str
-    port: int
-
-
-class Cluster:
-    """Connections to the cluster, all bounded by one deadline."""
+class Cluster(WirePool):
+    """Connections to the cluster with this tool's client id."""
 
     def __init__(self, bootstrap: str, timeout: float) -> None:
-        self.addresses = parse_bootstrap(bootstrap)
-        self.deadline = time.monotonic() + timeout
-        self._wires: dict[tuple[str, int], TxnWire] = {}
-
-    def __enter__(self) -> Cluster:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        for wire in self._wires.values():
-            wire.sock.close()
-        self._wires.clear()
-
-    def forget(self, wire: TxnWire) -> None:
-        """Drop a connection (after an error that calls for a fresh look at the cluster)."""
-        for key, known in list(self._wires.items()):
-            if known is wire:
-                wire.sock.close()
-                del self._wires[key]
-
-    def connect(self, host: str, port: int) -> TxnWire:
-        wire = self._wires.get((host, port))
-        if wire is None:
-            wire = self._wires[(host, port)] = TxnWire(host, port, self.deadline)
-        return wire
-
-    def bootstrap(self) -> TxnWire:
-        """A connection to the first bootstrap server that answers."""
-        problems = []
-        for host, port in self.addresses:
-            try:
-                return self.connect(host, port)
-            except ToolError as exc:
-                problems.append(exc.message.removeprefix("cannot connect to "))
-        raise ToolError(f"cannot connect to any bootstrap server: {'; '.join(problems)}")
-
-    def node(self, node: Node) -> TxnWire:
-        return self.connect(node.host, node.port)
-
-    def expired(self) -> bool:
-        return time.monotonic() + RETRY_BACKOFF_S >= self.deadline
-
-    def metadata(self, topics: Sequence[str]) -> Any:
-        """A Metadata response for these topics (none: only the brokers); never creates one."""
-        wire = self.bootstrap()
-        version = wire.version(METADATA, *KIO_METADATA, "Metadata")
-        module = importlib.import_module(f"kio.schema.metadata.v{version}.request")
-        request = _build(
-            module.MetadataRequest,
-            topics=tuple(_build(module.MetadataRequestTopic, name=t, topic_id=None)
-                         for t in topics),
-            allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False,
-        )
-        return wire.request(METADATA, version, request)
-
-    def brokers(self) -> list[Node]:
-        response = self.metadata(())
-        return sorted(Node(b.node_id, b.host, b.port) for b in response.brokers)
+        super().__init__(bootstrap, timeout, CLIENT_ID)
 
 
 def _retry_pause(cluster: Cluster) -> bool:
     """Sleep before a retry; False when the deadline leaves no time for one."""
-    if cluster.expired():
-        return False
-    time.sleep(RETRY_BACKOFF_S)
-    return True
+    return cluster.pause()
 
 
 # --- list ----------------------------------------------------------------------------------------
@@ -310,7 +223,7 @@ def list_transactions(
             lowest = 1 if duration_ms >= 0 else 0
             version = wire.version(LIST_TRANSACTIONS, lowest, 1, "ListTransactions"
                                    + (" with a duration filter" if lowest else ""))
-            request = _build(
+            request = build_entity(
                 load_request_schema(LIST_TRANSACTIONS, version), state_filters=tuple(states),
                 producer_id_filters=tuple(producer_ids), duration_filter=duration_ms,
             )

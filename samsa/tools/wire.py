@@ -1,9 +1,12 @@
 """Kafka requests over a socket of samsa's own, for the APIs confluent-kafka has no binding
-for: OffsetDelete (``samsa groups --delete-offsets``) and the transaction admin APIs
-(``samsa transactions``). PLAINTEXT listeners only."""
+for: OffsetDelete (``samsa groups --delete-offsets``), the transaction admin APIs (``samsa
+transactions``) and the partition reassignment APIs (``samsa reassign-partitions``).
+PLAINTEXT listeners only. ``WirePool`` keeps one connection per broker under one deadline."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import itertools
 import socket
 import struct
@@ -27,7 +30,10 @@ CLIENT_ID = "samsa-consumer-groups"
 TP = tuple[str, int]
 
 
-API_VERSIONS, FIND_COORDINATOR, OFFSET_DELETE = 18, 10, 47
+API_VERSIONS, FIND_COORDINATOR, OFFSET_DELETE, METADATA = 18, 10, 47, 3
+# Metadata from v4 (the first that can refuse to auto-create the topics asked about) to the
+# newest kio reads.
+KIO_METADATA = (4, 12)
 _RETRY_BACKOFF_S = 0.2
 # The request versions this client can build: FindCoordinator v0-v3 carry one key, v4+ a list.
 KIO_FIND_COORDINATOR = (0, 6)
@@ -228,3 +234,104 @@ def _offset_delete_once(
 def _send_offset_delete(wire: Wire, request: OffsetDeleteRequest) -> Any:
     version = wire.version(OFFSET_DELETE, 0, 0, "OffsetDelete")
     return wire.request(OFFSET_DELETE, version, request)
+
+
+# --- a pool of connections -------------------------------------------------------------------
+
+
+def build_entity(schema: type, **values: Any) -> Any:
+    """An entity of ``schema`` from the values its version has (the others are dropped)."""
+    names = {f.name for f in dataclasses.fields(schema)}
+    return schema(**{k: v for k, v in values.items() if k in names})
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class WirePool:
+    """Connections to the cluster's brokers, all bounded by one deadline."""
+
+    def __init__(self, bootstrap: str, timeout: float, client_id: str = CLIENT_ID) -> None:
+        self.addresses = parse_bootstrap(bootstrap)
+        self.deadline = time.monotonic() + timeout
+        self.client_id = client_id
+        self._wires: dict[tuple[str, int], Wire] = {}
+
+    def __enter__(self) -> WirePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for wire in self._wires.values():
+            wire.sock.close()
+        self._wires.clear()
+
+    def connect(self, host: str, port: int) -> Wire:
+        wire = self._wires.get((host, port))
+        if wire is None:
+            wire = self._wires[(host, port)] = Wire(host, port, self.deadline, self.client_id)
+        return wire
+
+    def node(self, node: Node) -> Wire:
+        return self.connect(node.host, node.port)
+
+    def forget(self, wire: Wire) -> None:
+        """Drop a connection (after an error that calls for a fresh look at the cluster)."""
+        for key, known in list(self._wires.items()):
+            if known is wire:
+                wire.sock.close()
+                del self._wires[key]
+
+    def bootstrap(self) -> Wire:
+        """A connection to the first bootstrap server that answers."""
+        problems = []
+        for host, port in self.addresses:
+            try:
+                return self.connect(host, port)
+            except ToolError as exc:
+                problems.append(exc.message.removeprefix("cannot connect to "))
+        raise ToolError(f"cannot connect to any bootstrap server: {'; '.join(problems)}")
+
+    def expired(self) -> bool:
+        """Whether the deadline leaves no time for another try."""
+        return time.monotonic() + _RETRY_BACKOFF_S >= self.deadline
+
+    def pause(self) -> bool:
+        """Sleep before a retry; False when the deadline leaves no time for one."""
+        if self.expired():
+            return False
+        time.sleep(_RETRY_BACKOFF_S)
+        return True
+
+    def metadata(self, topics: Sequence[str] | None) -> Any:
+        """A Metadata response for these topics (None: all; empty: only the brokers); never
+        creates a topic."""
+        wire = self.bootstrap()
+        try:
+            version = wire.version(METADATA, *KIO_METADATA, "Metadata")
+            module = importlib.import_module(f"kio.schema.metadata.v{version}.request")
+            request = build_entity(
+                module.MetadataRequest,
+                topics=None if topics is None else tuple(
+                    build_entity(module.MetadataRequestTopic, name=t, topic_id=None)
+                    for t in topics),
+                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+            )
+            return wire.request(METADATA, version, request)
+        except ToolError:
+            self.forget(wire)
+            raise
+
+    def brokers(self, metadata: Any | None = None) -> list[Node]:
+        """The brokers (from ``metadata``, else from a new Metadata request), by id."""
+        response = self.metadata(()) if metadata is None else metadata
+        return sorted(Node(b.node_id, b.host, b.port, getattr(b, "rack", None))
+                      for b in response.brokers)
