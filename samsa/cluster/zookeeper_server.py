@@ -146,11 +146,11 @@ _LIVE: dict[int, subprocess.Popen[bytes]] = {}
 def _stop_all() -> None:
     for proc in list(_LIVE.values()):
         with contextlib.suppress(Exception):
-            _terminate(proc, timeout=2.0)
+            terminate_process(proc, timeout=2.0)
     _LIVE.clear()
 
 
-def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
+def terminate_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
     """SIGCONT (a stopped process holds SIGTERM back), SIGTERM, then SIGKILL after timeout."""
     if proc.poll() is not None:
         return
@@ -322,7 +322,7 @@ class ZooKeeperServer:
         """SIGTERM, then SIGKILL if the JVM is still there after ``timeout`` s. Idempotent."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            _terminate(proc, timeout)
+            terminate_process(proc, timeout)
             _LIVE.pop(proc.pid, None)
         self._paused = False
         self._close_out()

@@ -37,7 +37,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from waiting import wait_for
 
-from samsa.cluster.zookeeper_server import ZooKeeperServer, free_port
+from samsa.cluster.zookeeper_server import ZooKeeperServer, free_port, terminate_process
 from samsa.records.batch import iter_headers
 from samsa.records.record import decode_records
 from samsa.tools.cluster import BrokerProcess
@@ -151,17 +151,8 @@ class Broker:
 
     def terminate(self, timeout: float = 15.0) -> None:
         """SIGCONT (a stopped process holds SIGTERM back), SIGTERM, SIGKILL after timeout."""
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGCONT)
-            proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        if self.proc is not None:
+            terminate_process(self.proc, timeout)
 
     def log_text(self) -> str:
         try:

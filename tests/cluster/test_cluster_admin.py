@@ -15,6 +15,8 @@ from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, 
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewPartitions,
     NewTopic,
@@ -168,8 +170,10 @@ def test_create_partitions_places_new_replicas_and_elects_their_leaders(
 def test_topic_config_changes_reach_every_broker(cluster: list[samsa.Broker]) -> None:
     admin = AdminClient({"bootstrap.servers": servers(cluster)})
     create(admin, "tuned", 1, 3)
-    resource = ConfigResource("topic", "tuned", set_config={"retention.ms": "12345"})
-    admin.alter_configs([resource])[resource].result(30)
+    resource = ConfigResource("topic", "tuned", incremental_configs=[
+        ConfigEntry("retention.ms", "12345",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
     for b in cluster:
         wait_for(lambda b=b: b.server.topic_log_config("tuned").retention_ms == 12345,
                  what=f"broker {b.server.broker_id} to apply retention.ms")
