@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -99,7 +98,7 @@ from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from samsa.cluster.zookeeper_server import free_port, port_in_use
-from samsa.tools.cluster import BrokerProcess, LocalCluster
+from samsa.tools.cluster import BrokerProcess, LocalCluster, die_with_parent
 
 PARTS = ("throughput", "failover_term", "failover_kill")
 WORKLOADS: dict[str, tuple[int, str, bool]] = {  # name: (replication factor, acks, idempotent)
@@ -176,23 +175,6 @@ def free_ports() -> tuple[int, int]:
     raise RuntimeError("no free loopback ports found")
 
 
-def _pdeathsig() -> Callable[[], None] | None:
-    """A preexec_fn: the restarted broker gets SIGTERM when this process dies (Linux), as
-    LocalCluster's own brokers do."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
 
 
 # --- the cluster ----------------------------------------------------------------------------------
@@ -352,7 +334,7 @@ class Cluster:
             broker.proc = subprocess.Popen(
                 broker.command(local.zookeeper_connect, local.overrides),
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                cwd=local.data_dir, start_new_session=True, preexec_fn=_pdeathsig())
+                cwd=local.data_dir, start_new_session=True, preexec_fn=die_with_parent())
 
     def registered(self) -> list[int]:
         for event in reversed(self.events):

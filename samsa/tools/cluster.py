@@ -211,15 +211,18 @@ def _linux_prctl() -> Callable[[int, int], int] | None:
         return None
 
 
-def _die_with_parent(prctl: Callable[[int, int], int] | None, parent: int) -> Callable[[], None]:
-    """A preexec_fn: the child gets SIGTERM when ``parent`` dies (resolved before the fork)."""
+def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> Callable[[], None] | None:
+    """A preexec_fn: the child gets ``sig`` when this process dies (Linux; None elsewhere).
+    Linux ties this to the thread that forks the child."""
+    prctl = _linux_prctl()
+    if prctl is None:
+        return None
+    parent = os.getpid()
 
     def preexec() -> None:
-        if prctl is None:
-            return
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        prctl(_PR_SET_PDEATHSIG, sig)
         if os.getppid() != parent:  # the parent died before prctl: as if it had just now
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), sig)
 
     return preexec
 
@@ -346,7 +349,6 @@ class LocalCluster:
         except ZooKeeperError as exc:
             raise ToolError(_short_zookeeper_error(exc)) from None
         self._wait_stale_registrations(deadline)
-        prctl = _linux_prctl()
         for broker in self.members:
             broker.log_dir.mkdir(parents=True, exist_ok=True)
             with broker.log_path.open("ab") as out:
@@ -360,7 +362,7 @@ class LocalCluster:
                     broker.proc = subprocess.Popen(
                         command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                         cwd=self.data_dir, start_new_session=True,
-                        preexec_fn=_die_with_parent(prctl, os.getpid()),
+                        preexec_fn=die_with_parent(),
                     )
                 except OSError as exc:
                     raise ToolError(f"cannot run {command[0]}: {exc.strerror or exc}") from exc

@@ -17,12 +17,9 @@ and the tail of every broker's log.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -40,7 +37,7 @@ from waiting import wait_for
 from samsa.cluster.zookeeper_server import ZooKeeperServer, free_port, terminate_process
 from samsa.records.batch import iter_headers
 from samsa.records.record import decode_records
-from samsa.tools.cluster import BrokerProcess
+from samsa.tools.cluster import BrokerProcess, die_with_parent
 
 HOST = "127.0.0.1"
 SESSION_TIMEOUT_MS = 4000
@@ -56,27 +53,8 @@ FAST_OVERRIDES: dict[str, str] = {
     "offsets.topic.replication.factor": "3",
 }
 LOG_TAIL_LINES = 25
-_PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A preexec_fn giving the broker SIGKILL when the test process dies (Linux): a crashed
-    or killed pytest leaves no brokers behind. Linux ties this to the thread that forked the
-    broker: start brokers from the test's own thread, not from a helper thread that ends."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
 
 
 @dataclass
@@ -118,7 +96,7 @@ class Broker:
             self.proc = subprocess.Popen(
                 self.spec.command(self.zookeeper_connect, self.overrides),
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                cwd=self.spec.log_dir.parent, preexec_fn=_die_with_parent(),
+                cwd=self.spec.log_dir.parent, preexec_fn=die_with_parent(signal.SIGKILL),
             )
 
     def kill(self) -> None:
