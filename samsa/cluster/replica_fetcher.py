@@ -605,7 +605,7 @@ class ReplicaFetcher:
         log_ = state.log
         end = log_.log_end_offset
         target = offset_to_truncate_to(log_, epoch, end_offset)
-        if target >= end:
+        if target >= end and log_.epochs.latest_epoch <= epoch:
             # nothing to cut: do not ask again at once with the same epoch
             log.warning("%s: %s-%d: the leader reports a divergence at epoch %d, offset %d, "
                         "but the log ending at %d has nothing to truncate; backing off",

@@ -685,6 +685,9 @@ class Log:
         """Remove every batch holding offsets at or after ``offset`` (a follower diverging
         from its leader; followers truncate at batch boundaries)."""
         if offset >= self.log_end_offset:
+            # no batch to cut, but epochs that start there go (as Kafka's truncateTo): an
+            # epoch this replica led without writing must not make it diverge again
+            self.epochs.truncate_from_end(offset)
             return
         while len(self.segments) > 1 and self.active.base_offset >= offset:
             self._remove_segment(self.active)

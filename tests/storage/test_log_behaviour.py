@@ -765,6 +765,17 @@ def test_truncate_to_at_or_past_the_end_does_nothing(tmp_path, clock):
         assert bases(log) == [0, 6, 12]
 
 
+def test_truncate_to_the_end_drops_epochs_that_start_there(tmp_path, clock):
+    """A replica that led an epoch without writing keeps no trace of it after truncating to
+    its end (Kafka's truncateTo cuts the leader epoch cache too)."""
+    log, stored = truncation_log(tmp_path, clock)
+    before = log.epochs.latest_epoch
+    log.epochs.assign(before + 5, log.log_end_offset)
+    log.truncate_to(log.log_end_offset)
+    assert log.log_end_offset == 15
+    assert log.epochs.latest_epoch == before
+
+
 def test_truncate_to_zero_empties_the_log(tmp_path, clock):
     log, _ = truncation_log(tmp_path, clock)
     log.truncate_to(0)
