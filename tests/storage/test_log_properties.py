@@ -367,6 +367,9 @@ class LogMachine(RuleBasedStateMachine):
         bases = self.segment_bases()
         recovery_point = self.log.recovery_point
         self.log.truncate_to(target)
+        if self.epoch_start is not None and self.epoch_start >= target:
+            # epochs starting at the target go even when no batch does (Kafka's truncateTo)
+            self.epoch_start = None
         if target == self.leo:  # nothing to cut
             assert self.segment_bases() == bases
             assert self.log.recovery_point == recovery_point
@@ -375,8 +378,6 @@ class LogMachine(RuleBasedStateMachine):
         keep = bisect_right(self.bases, target - 1)
         del self.batches[keep:]
         del self.bases[keep:]
-        if self.epoch_start is not None and self.epoch_start >= target:
-            self.epoch_start = None
         assert self.log.recovery_point == min(recovery_point, target)
         # Segments starting at or after the target go, except the first one.
         expected = [b for b in bases if b < target] or bases[:1]
