@@ -117,8 +117,14 @@ class ClusterMembership:
             return
         self.brokers = await self._call(self.zk.live_brokers)
         self._resign_after_expiry()
-        if await self._call(self.zk.controller_id) is None:
+        # the controller may have changed while the session was away, and the watch stays
+        # silent when the new /controller has the version the old one had (both 0):
+        # Metadata must name the current one
+        current = await self._call(self.zk.controller_id)
+        if current is None:
             await self._elect()
+        else:
+            self.controller_id = current
 
     def _resign_after_expiry(self) -> None:
         """A controller's win went with its session: stop acting as controller (its writes

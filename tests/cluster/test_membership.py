@@ -214,6 +214,11 @@ def test_a_broker_whose_session_expired_registers_again(
         wait_for(lambda: zk.exists("/brokers/ids/21"), timeout=30,
                  what="broker 21 to register again")
         assert controller_of(zk) == 22  # the controllership stays where it went
+        # broker 21's own Metadata names the controller that took over while it was away
+        # (the /controller watch stays silent: the new znode has the old one's version)
+        wait_for(lambda: AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(
+            timeout=5).controller_id == 22, timeout=3,
+            what="broker 21's Metadata to name controller 22")
         wait_for(lambda: 21 in other.server.membership.brokers, what="22 to see 21 again")
     finally:
         if process.poll() is None:
