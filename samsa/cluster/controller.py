@@ -54,11 +54,12 @@ class NotControllerError(RuntimeError):
 
 
 class Controller:
-    def __init__(self, zk: ZkClient, setting: Callable[[str], Any],
+    def __init__(self, zk: ZkClient, broker_id: int, setting: Callable[[str], Any],
                  unclean: Callable[[str], bool]) -> None:
         """``setting(key)``: a broker config value; ``unclean(topic)``: the topic's
         unclean.leader.election.enable (as ZooKeeper has it now)."""
         self.zk = zk
+        self.broker_id = broker_id
         self.setting = setting
         self.unclean = unclean
         self.epoch = 0
@@ -94,12 +95,18 @@ class Controller:
     def _run(self, fn: Callable[..., T], *args: Any) -> T:
         if not self.active:
             raise NotControllerError("this broker is not the controller")
+        epoch = self.epoch
         try:
             return fn(*args)
         except ControllerMovedError:
+            if self.epoch != epoch:  # won again meanwhile: only this event was stale
+                raise NotControllerError("the controller epoch changed") from None
             self.active = False
             log.warning("controller epoch %d is over (another broker is controller): "
                         "stopping as controller", self.epoch)
+            # Kafka's maybeResign: if /controller still names this broker (its epoch was
+            # taken without it noticing), give it up so that an election runs
+            self.zk.resign_controller(self.broker_id)
             raise NotControllerError("this broker is no longer the controller") from None
 
     def _submit(self, fn: Callable[..., None], *args: object) -> None:
@@ -146,6 +153,8 @@ class Controller:
                                                                      names))
             self.zk.watch_controlled_shutdowns(lambda names: self._submit(
                 self._controlled_shutdown_requests, names))
+        # requests a previous controller left unanswered (the watch only reports changes)
+        self._controlled_shutdown_requests(self.zk.controlled_shutdown_requests())
         log.info("controller (epoch %d) took over %d topics with brokers %s", self.epoch,
                  len(self._known_topics), sorted(self.live))
 

@@ -452,6 +452,12 @@ class ZkClient:
             return None
         return [(t, int(p)) for t, p in json.loads(data)["remaining"]]
 
+    def controlled_shutdown_requests(self) -> list[str]:
+        try:
+            return sorted(self.client.get_children(CONTROLLED_SHUTDOWN_PATH))
+        except NoNodeError:
+            return []
+
     def watch_controlled_shutdowns(self, callback: Callable[[list[str]], None]) -> None:
         self.client.ensure_path(CONTROLLED_SHUTDOWN_PATH)
         self.client.ChildrenWatch(CONTROLLED_SHUTDOWN_PATH,

@@ -168,10 +168,12 @@ class KafkaServer:
     async def _join_cluster(self, membership: ClusterMembership) -> None:
         """Register, take part in the election (the winner runs the controller), and apply
         the cluster's partition states to the local replicas."""
-        self.controller = Controller(membership.zk, self.config.get, lambda topic: (
-            LogConfig.from_props(membership.zk.topic_configs(topic),
-                                 defaults=self.log_manager.defaults)
-            .unclean_leader_election_enable))
+        def unclean(topic: str) -> bool:
+            return LogConfig.from_props(membership.zk.topic_configs(topic),
+                                        defaults=self.log_manager.defaults
+                                        ).unclean_leader_election_enable
+
+        self.controller = Controller(membership.zk, self.broker_id, self.config.get, unclean)
 
         def controllership(won: tuple[int, int] | None) -> None:
             assert self.controller is not None
