@@ -133,6 +133,8 @@ class TransactionCoordinator:
             c.get("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
         )
         self.txns: dict[str, TxnMetadata] = {}
+        # ids whose markers are being written now: the timer must not write them again
+        self._completing: set[str] = set()
         self._task: asyncio.Task | None = None
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -401,11 +403,16 @@ class TransactionCoordinator:
         return ErrorCode.invalid_txn_state
 
     async def _complete_or_retry(self, meta: TxnMetadata, commit: bool) -> None:
+        if meta.transactional_id in self._completing:
+            return
+        self._completing.add(meta.transactional_id)
         try:
             await self._complete(meta, commit)
         except (OSError, MarkerError) as exc:
             log.error("transaction %r: writing its %s markers failed (%s); retrying at the next "
                       "tick", meta.transactional_id, "commit" if commit else "abort", exc)
+        finally:
+            self._completing.discard(meta.transactional_id)
 
     async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
         """Write the markers of a prepared transaction, then its Complete state. Partitions
