@@ -29,9 +29,14 @@ apt:
 
 setup: $(STAMP) apt
 
+# Two workers, a test module each at a time (module fixtures stay whole): most of the suite's
+# time is spent waiting on brokers, ZooKeeper sessions and Spark, so two halve it. More would
+# crowd the timing of the failure tests on a 2-core machine.
+TEST_WORKERS ?= 2
+
 test: setup
 	$(BIN)/ruff check samsa tests bench
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check samsa tests bench
