@@ -175,8 +175,6 @@ def free_ports() -> tuple[int, int]:
     raise RuntimeError("no free loopback ports found")
 
 
-
-
 # --- the cluster ----------------------------------------------------------------------------------
 
 

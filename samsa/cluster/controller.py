@@ -145,7 +145,7 @@ class Controller:
         for topic in self.zk.topics():
             self._init_topic(topic)
             self._watch_topic(topic)
-        if not self._watching:
+        if not self._watching:  # each watch delivers the requests already waiting
             self._watching = True
             self.zk.watch_brokers(lambda ids: self._submit(self._brokers_changed, set(ids)))
             self.zk.watch_topics(lambda names: self._submit(self._topics_changed, set(names)))
@@ -153,8 +153,9 @@ class Controller:
                                                                      names))
             self.zk.watch_controlled_shutdowns(lambda names: self._submit(
                 self._controlled_shutdown_requests, names))
-        # requests a previous controller left unanswered (the watch only reports changes)
-        self._controlled_shutdown_requests(self.zk.controlled_shutdown_requests())
+        else:  # won again: requests made while this broker was not controller were dropped
+            self._delete_topics(self.zk.topic_deletion_requests())
+            self._controlled_shutdown_requests(self.zk.controlled_shutdown_requests())
         log.info("controller (epoch %d) took over %d topics with brokers %s", self.epoch,
                  len(self._known_topics), sorted(self.live))
 

@@ -390,6 +390,9 @@ class ZkClient:
         except NodeExistsError:
             pass
 
+    def topic_deletion_requests(self) -> list[str]:
+        return sorted(self._children(DELETE_TOPICS_PATH))
+
     def watch_topic_deletions(self, callback: Callable[[list[str]], None]) -> None:
         self.client.ensure_path(DELETE_TOPICS_PATH)
         self.client.ChildrenWatch(DELETE_TOPICS_PATH, lambda names: callback(sorted(names)))
@@ -453,10 +456,7 @@ class ZkClient:
         return [(t, int(p)) for t, p in json.loads(data)["remaining"]]
 
     def controlled_shutdown_requests(self) -> list[str]:
-        try:
-            return sorted(self.client.get_children(CONTROLLED_SHUTDOWN_PATH))
-        except NoNodeError:
-            return []
+        return sorted(self._children(CONTROLLED_SHUTDOWN_PATH))
 
     def watch_controlled_shutdowns(self, callback: Callable[[list[str]], None]) -> None:
         self.client.ensure_path(CONTROLLED_SHUTDOWN_PATH)

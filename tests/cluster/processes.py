@@ -55,8 +55,6 @@ FAST_OVERRIDES: dict[str, str] = {
 LOG_TAIL_LINES = 25
 
 
-
-
 @dataclass
 class Broker:
     """One broker process; its output goes to ``log_path`` (appended by every run)."""
