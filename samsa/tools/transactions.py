@@ -203,11 +203,6 @@ class Cluster(WirePool):
         super().__init__(bootstrap, timeout, CLIENT_ID)
 
 
-def _retry_pause(cluster: Cluster) -> bool:
-    """Sleep before a retry; False when the deadline leaves no time for one."""
-    return cluster.pause()
-
-
 # --- list ----------------------------------------------------------------------------------------
 
 
@@ -229,7 +224,7 @@ def list_transactions(
             )
             response = wire.request(LIST_TRANSACTIONS, version, request)
             code = response.error_code
-            if code in RETRIABLE and _retry_pause(cluster):
+            if code in RETRIABLE and cluster.pause():
                 continue
             if code != ErrorCode.none:
                 raise ToolError(error_text(
@@ -294,7 +289,7 @@ def describe_transaction(cluster: Cluster, transactional_id: str) -> tuple[int, 
                 return coordinator.node_id, found[0]
             if code in RETRIABLE:
                 cluster.forget(wire)
-        if code in RETRIABLE and _retry_pause(cluster):
+        if code in RETRIABLE and cluster.pause():
             continue
         raise ToolError(error_text(code, what))
 
@@ -349,7 +344,7 @@ def partition_node(
                 code = ErrorCode.leader_not_available
             else:
                 code = found.error_code or ErrorCode.leader_not_available
-        if code in RETRIABLE and _retry_pause(cluster):
+        if code in RETRIABLE and cluster.pause():
             continue
         raise ToolError(error_text(code, what))
 
@@ -375,7 +370,7 @@ def describe_producers(
         if code == ErrorCode.none:
             return list(found.active_producers)
         # A leader that moved: look again (Kafka's admin does; not for a chosen broker).
-        if code in RETRIABLE and broker_id is None and _retry_pause(cluster):
+        if code in RETRIABLE and broker_id is None and cluster.pause():
             cluster.forget(wire)
             continue
         raise ToolError(error_text(code, what, found.error_message))
