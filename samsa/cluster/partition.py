@@ -12,6 +12,10 @@ offset. A replicated partition (cluster mode) has a role:
   until the high watermark passes its records; ``min.insync.replicas`` is checked first.
 * follower (``make_follower``): the replica fetcher appends the leader's batches and passes on
   the leader's high watermark (``set_follower_high_watermark``).
+
+A replica opened in cluster mode knows its replicas but no leader until the controller's state
+for it arrives: until then it is neither, and every leader request gets NOT_LEADER_OR_FOLLOWER
+(``leader_error``). A broker never acts as a leader it has not been told it is.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from samsa.errors import ErrorCode
 from samsa.storage.log import AppendInfo, Log
+
+NO_LEADER = -1
 
 
 def _now_ms() -> int:
@@ -39,16 +46,17 @@ class FollowerState:
 
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = 0,
-                 broker_id: int = -1) -> None:
+                 broker_id: int = -1, replicas: tuple[int, ...] = ()) -> None:
         self.topic = topic
         self.index = index
         self.log = log
         self.leader_epoch = leader_epoch
         self.broker_id = broker_id
-        self.replicas: tuple[int, ...] = ()  # empty: not replicated (a single node)
+        # empty: not replicated (a single node), which leads it from the start
+        self.replicas: tuple[int, ...] = tuple(replicas)
         self.isr: set[int] = set()
         self.followers: dict[int, FollowerState] = {}
-        self.leader_id = broker_id
+        self.leader_id = NO_LEADER if replicas else broker_id
         self._high_watermark: int | None = None  # None: the log end offset (not replicated)
         self._waiters: set[asyncio.Future[None]] = set()
         self._replication_waiters: list[tuple[int, asyncio.Future[bool]]] = []
@@ -65,6 +73,21 @@ class Partition:
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.broker_id
+
+    def leader_error(self, current_leader_epoch: int = -1, require_leader: bool = True
+                     ) -> ErrorCode | None:
+        """Why this replica cannot answer a request meant for the partition's leader (None: it
+        can): the leader epoch the client asks for (-1: none) is checked first, as Kafka's
+        Partition checks it. ``require_leader=False`` (a debugging ListOffsets) lets any
+        replica whose state has arrived answer."""
+        if self.replicated and self.leader_id == NO_LEADER:
+            return ErrorCode.not_leader_or_follower  # its state has not arrived yet
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            return (ErrorCode.fenced_leader_epoch if current_leader_epoch < self.leader_epoch
+                    else ErrorCode.unknown_leader_epoch)
+        if require_leader and not self.is_leader:
+            return ErrorCode.not_leader_or_follower
+        return None
 
     def make_leader(self, replicas: tuple[int, ...], isr: set[int], leader_epoch: int) -> None:
         """Lead with these replicas; the high watermark starts where it was (it never moves
@@ -101,6 +124,7 @@ class Partition:
         self.isr, self.followers = set(), {}
         self._high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self._fail_replication_waiters()
+        self.wake_waiters()  # consumers long-polling a former leader are told at once
 
     @property
     def high_watermark(self) -> int:

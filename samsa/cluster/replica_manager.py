@@ -166,7 +166,7 @@ class ReplicaManager:
         registers its state watch (blocking)."""
         self.partitions[(name, index)] = PartitionInfo(replicas)
         if self.broker_id in replicas:
-            self.server.open_partition(name, index)
+            self.server.open_partition(name, index, replicas)
 
         def watch(state: PartitionState | None, version: int) -> bool:
             if self._tokens.get(name) is not token:
@@ -203,7 +203,7 @@ class ReplicaManager:
 
     def _replicas_changed(self, name: str, index: int, info: PartitionInfo) -> None:
         if self.broker_id in info.replicas:
-            self.server.open_partition(name, index)
+            self.server.open_partition(name, index, info.replicas)
             if info.state is not None:
                 self._apply_state(name, index, info.state, info.version, again=True)
             return

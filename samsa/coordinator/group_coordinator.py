@@ -704,12 +704,8 @@ class GroupCoordinator:
         values: dict[tuple[str, int], OffsetValue] = {}
         records = []
         stamp = now_ms()
-        store = self.server.topics
-        assert store is not None
         for topic, partition, offset, epoch, metadata in offsets:
-            # the topic store knows every topic of the cluster, hosted here or not
-            known = store.get(topic)
-            if known is None or not 0 <= partition < known.partitions:
+            if not self.server.partition_exists(topic, partition):  # hosted here or not
                 results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
                 continue
             if metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
@@ -830,7 +826,7 @@ class GroupCoordinator:
         results: dict[tuple[str, int], ErrorCode] = {}
         records = []
         for topic, partition in partitions:
-            if self.server.partition(topic, partition) is None:
+            if not self.server.partition_exists(topic, partition):
                 results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
                 continue
             if subscribed is None or topic in subscribed:

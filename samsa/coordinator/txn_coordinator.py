@@ -350,7 +350,8 @@ class TransactionCoordinator:
         self, txn_id: str, producer_id: int, producer_epoch: int,
         partitions: list[tuple[str, int]],
     ) -> dict[tuple[str, int], ErrorCode]:
-        unknown = {tp for tp in partitions if self.server.partition(*tp) is None}
+        # the cluster's partitions, not only those hosted here
+        unknown = {tp for tp in partitions if not self.server.partition_exists(*tp)}
         if unknown:  # checked first, as Kafka's KafkaApis does
             return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
                     else ErrorCode.operation_not_attempted for tp in partitions}

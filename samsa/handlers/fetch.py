@@ -23,15 +23,6 @@ from samsa.server.context import RequestContext
 READ_COMMITTED = 1
 
 
-def leader_epoch_error(partition: Partition, current_leader_epoch: int) -> ErrorCode | None:
-    """The check clients ask for with CurrentLeaderEpoch (-1: no check)."""
-    if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
-        return None
-    if current_leader_epoch < partition.leader_epoch:
-        return ErrorCode.fenced_leader_epoch
-    return ErrorCode.unknown_leader_epoch
-
-
 def _empty(index: int, error: ErrorCode, partition: Partition | None = None) -> dict[str, Any]:
     return {
         "partition_index": index,
@@ -62,16 +53,18 @@ class _FetchPlan:
         for topic in request.topics or ():
             if self.by_id:
                 meta = store.by_id(topic.topic_id) if topic.topic_id else None
-                key, missing = topic.topic_id, ErrorCode.unknown_topic_id
+                key = topic.topic_id
             else:
                 meta = store.get(topic.topic)
-                key, missing = topic.topic, ErrorCode.unknown_topic_or_partition
-            parts = []
+                key = topic.topic
+            parts: list[tuple[Any, Partition | None, ErrorCode | None]] = []
             for p in topic.partitions or ():
-                partition = server.partition(meta.name, p.partition) if meta else None
-                error = missing if partition is None else leader_epoch_error(
-                    partition, getattr(p, "current_leader_epoch", -1)
-                )
+                if meta is None:
+                    parts.append((p, None, ErrorCode.unknown_topic_id if self.by_id
+                                  else ErrorCode.unknown_topic_or_partition))
+                    continue
+                partition, error = server.leader_partition(
+                    meta.name, p.partition, getattr(p, "current_leader_epoch", -1))
                 parts.append((p, partition, error))
             self.topics.append((key, parts))
 
@@ -92,9 +85,9 @@ class _FetchPlan:
                                               if partition.replicated
                                               else ErrorCode.unknown_topic_or_partition)
                 if partition is not None and error is None:  # the leader moved on meanwhile
-                    error = leader_epoch_error(partition, getattr(p, "current_leader_epoch", -1))
+                    error = partition.leader_error(getattr(p, "current_leader_epoch", -1))
                 if partition is None or error is not None:
-                    results.append(_empty(p.partition, error or ErrorCode.none, partition))
+                    results.append(_empty(p.partition, error or ErrorCode.none))
                     errors = True
                     continue
                 result = self._read_partition(p, partition, remaining, first)
@@ -120,9 +113,6 @@ class _FetchPlan:
         diverging = self._diverging_epoch(p, partition)
         if diverging is not None:
             result["diverging_epoch"] = diverging
-            return result
-        if partition.replicated and not partition.is_leader:
-            result["error_code"] = ErrorCode.not_leader_or_follower
             return result
         if self.replica_id >= 0:  # a follower: its fetch offset is its log end offset
             partition.record_follower_fetch(self.replica_id, p.fetch_offset)

@@ -6,7 +6,7 @@ from typing import Any
 
 from samsa.cluster.partition import Partition
 from samsa.errors import ErrorCode, KafkaError
-from samsa.handlers.fetch import READ_COMMITTED, leader_epoch_error
+from samsa.handlers.fetch import READ_COMMITTED
 from samsa.handlers.registry import api
 from samsa.server.context import RequestContext
 
@@ -14,6 +14,7 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+DEBUGGING_REPLICA_ID = -2  # ListOffsets from any replica, not only the leader (Kafka's)
 
 
 def _list_offset(
@@ -41,19 +42,19 @@ def _list_offset(
 @api(2, "ListOffsets", 1, 8)
 async def list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    replica = getattr(request, "replica_id", -1) >= 0
+    replica_id = getattr(request, "replica_id", -1)
+    replica = replica_id >= 0
     topics = []
     for topic in request.topics or ():
         results = []
         for p in topic.partitions or ():
             result = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
                       "timestamp": -1, "offset": -1, "leader_epoch": -1}
-            partition = ctx.server.partition(topic.name, p.partition_index)
-            if partition is None:
-                result["error_code"] = ErrorCode.unknown_topic_or_partition
-            elif (error := leader_epoch_error(
-                partition, getattr(p, "current_leader_epoch", -1))) is not None:
-                result["error_code"] = error
+            partition, error = ctx.server.leader_partition(
+                topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1),
+                require_leader=replica_id != DEBUGGING_REPLICA_ID)
+            if error is not None or partition is None:
+                result["error_code"] = error or ErrorCode.unknown_topic_or_partition
             elif p.timestamp < 0 and p.timestamp not in (
                 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL
             ) or (p.timestamp == MAX_TIMESTAMP and ctx.version < 7):
@@ -77,11 +78,10 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> dict[str
         for p in topic.partitions or ():
             result = {"error_code": ErrorCode.none, "partition": p.partition,
                       "leader_epoch": -1, "end_offset": -1}
-            partition = ctx.server.partition(topic.topic, p.partition)
-            if partition is None:
-                result["error_code"] = ErrorCode.unknown_topic_or_partition
-            elif (error := leader_epoch_error(partition, p.current_leader_epoch)) is not None:
-                result["error_code"] = error
+            partition, error = ctx.server.leader_partition(topic.topic, p.partition,
+                                                           p.current_leader_epoch)
+            if error is not None or partition is None:
+                result["error_code"] = error or ErrorCode.unknown_topic_or_partition
             else:
                 epoch, end = partition.log.end_offset_for_epoch(p.leader_epoch)
                 result.update(leader_epoch=epoch, end_offset=end)
@@ -100,9 +100,9 @@ async def delete_records(ctx: RequestContext, request: Any) -> dict[str, Any]:
         for p in topic.partitions or ():
             result = {"partition_index": p.partition_index, "low_watermark": -1,
                       "error_code": ErrorCode.none}
-            partition = server.partition(topic.name, p.partition_index)
-            if partition is None:
-                result["error_code"] = ErrorCode.unknown_topic_or_partition
+            partition, error = server.leader_partition(topic.name, p.partition_index)
+            if error is not None or partition is None:
+                result["error_code"] = error or ErrorCode.unknown_topic_or_partition
             else:
                 target = partition.high_watermark if p.offset == -1 else p.offset
                 try:

@@ -50,12 +50,10 @@ def _append(
     ctx: RequestContext, topic: str, index: int, records: bytes | None, txn_id: str | None,
     acks: int, waits: list[tuple[dict[str, Any], Partition, int]],
 ) -> dict[str, Any]:
-    partition = ctx.server.partition(topic, index)
-    if partition is None:
-        return _partition_result(index, ErrorCode.unknown_topic_or_partition)
+    partition, error = ctx.server.leader_partition(topic, index)
+    if error is not None or partition is None:
+        return _partition_result(index, error or ErrorCode.unknown_topic_or_partition)
     if partition.replicated:
-        if not partition.is_leader:
-            return _partition_result(index, ErrorCode.not_leader_or_follower)
         min_isr = partition.log.config.min_insync_replicas
         if acks == -1 and len(partition.isr) < min_isr:
             return _partition_result(index, ErrorCode.not_enough_replicas, message=(

@@ -177,10 +177,10 @@ async def describe_producers(ctx: RequestContext, request: Any) -> dict[str, Any
     for topic in request.topics:
         results = []
         for index in topic.partition_indexes:
-            partition = ctx.server.partition(topic.name, index)
-            if partition is None:
+            partition, error = ctx.server.leader_partition(topic.name, index)
+            if error is not None or partition is None:
                 results.append({"partition_index": index,
-                                "error_code": ErrorCode.unknown_topic_or_partition,
+                                "error_code": error or ErrorCode.unknown_topic_or_partition,
                                 "error_message": None, "active_producers": []})
                 continue
             state = partition.log.producer_state
@@ -209,10 +209,10 @@ async def write_txn_markers(ctx: RequestContext, request: Any) -> dict[str, Any]
         for topic in marker.topics:
             parts = []
             for index in topic.partition_indexes:
-                partition = ctx.server.partition(topic.name, index)
+                partition, error = ctx.server.leader_partition(topic.name, index)
                 code = ErrorCode.none
-                if partition is None:
-                    code = ErrorCode.unknown_topic_or_partition
+                if error is not None or partition is None:
+                    code = error or ErrorCode.unknown_topic_or_partition
                 else:
                     try:
                         partition.append_marker(marker.producer_id, marker.producer_epoch,

@@ -439,14 +439,35 @@ class KafkaServer:
             overrides = t.configs
         return LogConfig.from_props(overrides, defaults=self.log_manager.defaults)
 
-    def open_partition(self, name: str, index: int) -> Partition:
-        """Open (or create) the log of one partition of a known topic."""
+    def open_partition(self, name: str, index: int, replicas: tuple[int, ...]) -> Partition:
+        """Cluster mode: open (or create) the log of one replica hosted here. It leads nothing
+        until the controller's state for it is applied (``Partition.leader_error``)."""
         partition = self.partitions.get((name, index))
         if partition is None:
             log_ = self.log_manager.get_or_create(name, index, self.topic_log_config(name))
-            partition = Partition(name, index, log_, broker_id=self.broker_id)
+            partition = Partition(name, index, log_, broker_id=self.broker_id,
+                                  replicas=replicas)
             self.partitions[(name, index)] = partition
         return partition
+
+    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1,
+                         require_leader: bool = True) -> tuple[Partition | None, ErrorCode | None]:
+        """The partition a request that only its leader may answer is about (produce, fetch,
+        ListOffsets, OffsetForLeaderEpoch, DeleteRecords), or the error to answer instead:
+        NOT_LEADER_OR_FOLLOWER where the cluster has the partition but this broker does not
+        lead it (or has not learned who does), UNKNOWN_TOPIC_OR_PARTITION where the cluster
+        has no such partition, as Kafka's ReplicaManager answers."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return None, (ErrorCode.not_leader_or_follower if self.partition_exists(topic, index)
+                          else ErrorCode.unknown_topic_or_partition)
+        return partition, partition.leader_error(current_leader_epoch, require_leader)
+
+    def partition_exists(self, topic: str, index: int) -> bool:
+        """Whether the cluster has this partition, hosted here or not (the topic store holds
+        every topic of the cluster, each with its partition count)."""
+        found = self.topics.get(topic) if self.topics is not None else None
+        return found is not None and 0 <= index < found.partitions
 
     def live_brokers(self) -> dict[int, str | None]:
         """Broker id -> rack of the brokers alive (this one alone on a single node)."""
