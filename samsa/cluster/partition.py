@@ -8,8 +8,11 @@ offset. A replicated partition (cluster mode) has a role:
   follower's log end offset. The high watermark is the smallest log end offset in the ISR (the
   leader's own included) and only moves forward; a follower joins the ISR once it has reached
   the high watermark and leaves it when it has not caught up with the leader's log end for
-  ``replica.lag.time.max.ms`` (``shrink_isr``). acks=all produce waits (``wait_replicated``)
-  until the high watermark passes its records; ``min.insync.replicas`` is checked first.
+  ``replica.lag.time.max.ms`` (``shrink_isr``). A follower leaving still counts for the high
+  watermark until the smaller ISR is written to ZooKeeper (``isr_written``), as Kafka's
+  "maximal ISR" does: a deposed leader, whose write is refused, never acknowledges records
+  that only it has. acks=all produce waits (``wait_replicated``) until the high watermark
+  passes its records; ``min.insync.replicas`` is checked first.
 * follower (``make_follower``): the replica fetcher appends the leader's batches and passes on
   the leader's high watermark (``set_follower_high_watermark``).
 
@@ -55,6 +58,7 @@ class Partition:
         # empty: not replicated (a single node), which leads it from the start
         self.replicas: tuple[int, ...] = tuple(replicas)
         self.isr: set[int] = set()
+        self._leaving: set[int] = set()  # out of the ISR once the store has it so
         self.followers: dict[int, FollowerState] = {}
         self.leader_id = NO_LEADER if replicas else broker_id
         self._high_watermark: int | None = None  # None: the log end offset (not replicated)
@@ -94,6 +98,7 @@ class Partition:
         back) and waits for the followers' fetches."""
         hw = self.high_watermark
         self.replicas, self.isr = tuple(replicas), set(isr) | {self.broker_id}
+        self._leaving = set()
         self.leader_id = self.broker_id
         if leader_epoch > self.log.epochs.latest_epoch:
             self.log.epochs.assign(leader_epoch, self.log.log_end_offset)
@@ -113,6 +118,7 @@ class Partition:
         self.followers = {r: self.followers.get(r, FollowerState())
                           for r in replicas if r != self.broker_id}
         isr = {r for r in self.isr if r == self.broker_id or r in self.followers}
+        self._leaving &= isr
         if isr != self.isr:
             self.isr = isr
             self._advance_high_watermark()
@@ -121,7 +127,7 @@ class Partition:
 
     def make_follower(self, leader_id: int, replicas: tuple[int, ...], leader_epoch: int) -> None:
         self.replicas, self.leader_id, self.leader_epoch = tuple(replicas), leader_id, leader_epoch
-        self.isr, self.followers = set(), {}
+        self.isr, self.followers, self._leaving = set(), {}, set()
         self._high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self._fail_replication_waiters()
         self.wake_waiters()  # consumers long-polling a former leader are told at once
@@ -150,6 +156,7 @@ class Partition:
         state.last_fetch_ms = now
         if fetch_offset >= self.log.log_end_offset:
             state.last_caught_up_ms = now
+            self._leaving.discard(replica_id)
         if replica_id not in self.isr and fetch_offset >= self.high_watermark:
             self.isr.add(replica_id)  # caught up: back in sync
             if self.on_isr_change is not None:
@@ -158,17 +165,33 @@ class Partition:
         return True
 
     def shrink_isr(self, lag_time_max_ms: int) -> set[int]:
-        """Followers that have not caught up for ``lag_time_max_ms`` leave the ISR (which may
-        let the high watermark move on); returns them."""
+        """Followers that have not caught up for ``lag_time_max_ms`` leave the ISR; returns
+        them. With a store to write the ISR to (``on_isr_change``) they leave once it is
+        written (``isr_written``); only then may the high watermark move on without them."""
         now = _now_ms()
-        out = {r for r in self.isr if r != self.broker_id and (
+        out = {r for r in self.isr - self._leaving if r != self.broker_id and (
             (f := self.followers.get(r)) is None or now - f.last_caught_up_ms > lag_time_max_ms)}
-        if out:
+        if not out:
+            return out
+        if self.on_isr_change is None:
             self.isr -= out
             self._advance_high_watermark()
-            if self.on_isr_change is not None:
-                self.on_isr_change(self)
+        else:
+            self._leaving |= out
+            self.on_isr_change(self)
         return out
+
+    @property
+    def wanted_isr(self) -> set[int]:
+        """The ISR this leader asks the store for: without the followers leaving it."""
+        return self.isr - self._leaving
+
+    def isr_written(self, isr: set[int]) -> None:
+        """The store took this ISR: the followers it leaves out are out."""
+        gone = self._leaving - isr
+        self.isr -= gone
+        self._leaving -= gone
+        self._advance_high_watermark()
 
     def _advance_high_watermark(self) -> None:
         if self._high_watermark is None or not self.is_leader:

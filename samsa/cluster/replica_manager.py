@@ -265,6 +265,7 @@ class ReplicaManager:
                 self.server.became_leader(topic, index)
             else:
                 partition.isr = isr
+                partition.isr_written(isr)
                 partition.update_replicas(info.replicas)
             if isr != set(state.isr):  # a replica that is gone: write the ISR without it
                 self._isr_changed(partition)
@@ -326,17 +327,19 @@ class ReplicaManager:
             info = self.partitions.get(key)
             if info is None or info.state is None or info.state.leader != self.broker_id:
                 return
-            new = isr_change(info.state, partition.isr)
+            new = isr_change(info.state, partition.wanted_isr)
             if new is None:
+                partition.isr_written(set(info.state.isr))
                 return
             version = await self._loop.run_in_executor(
                 None, self.zk.update_partition_state, partition.topic, partition.index, new,
                 info.version)
             if version is not None:
                 info.state, info.version = new, version
+                partition.isr_written(set(new.isr))
                 log.info("%s-%d: ISR %s written", partition.topic, partition.index,
                          list(new.isr))
-                if set(new.isr) == partition.isr:
+                if set(new.isr) == partition.wanted_isr:
                     return
                 continue  # the ISR changed again while it was being written
             found = await self._loop.run_in_executor(

@@ -382,8 +382,8 @@ class KafkaServer:
             if partition.replicated and partition.is_leader:
                 gone = partition.shrink_isr(lag_ms)
                 if gone:
-                    log.info("%s-%d: ISR shrank to %s (out: %s)", partition.topic,
-                             partition.index, sorted(partition.isr), sorted(gone))
+                    log.info("%s-%d: ISR shrinking to %s (out: %s)", partition.topic,
+                             partition.index, sorted(partition.wanted_isr), sorted(gone))
 
     # --- requests -------------------------------------------------------------------------------
 

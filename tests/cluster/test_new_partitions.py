@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_frames import FrameClient
 from waiting import wait_for
 
 import samsa
 from samsa.cluster.zookeeper_server import ZooKeeperServer
 from samsa.records.batch import iter_headers
 from samsa.records.record import RecordInput, decode_records, encode_batch
-from tests.kafka_frames import FrameClient
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -130,6 +130,38 @@ def test_lagging_follower_leaves_the_isr_and_rejoins(broker: samsa.Broker, wire:
     assert wire.produce(b"d", acks=1).error_code == ErrorCode.none
 
 
+def test_a_follower_leaving_the_isr_counts_until_the_store_has_it(
+    broker: samsa.Broker, wire: Wire
+) -> None:
+    """With a store for the ISR (ZooKeeper in cluster mode), a lagging follower still holds
+    the high watermark back until the smaller ISR is written: a leader deposed meanwhile (its
+    write refused) never acknowledges what only it has."""
+    asked: list[set[int]] = []
+
+    def with_store() -> None:
+        p = partition(broker)
+        p.make_leader((LEADER, FOLLOWER), {LEADER, FOLLOWER}, 1)
+        p.on_isr_change = lambda part: asked.append(part.wanted_isr)
+
+    on_loop(broker, with_store)
+    with Wire(("127.0.0.1", broker.port)) as producer:
+        sent = producer.send(PRODUCE, 9, {
+            "transactional_id": None, "acks": -1, "timeout": 30000,
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records":
+                encode_batch([RecordInput(b"v0")], timestamp=int(time.time() * 1000))}]}]})
+        wait_for(lambda: asked == [{LEADER}], timeout=10, what="the leader to ask for {1}")
+        assert partition(broker).isr == {LEADER, FOLLOWER}
+        assert partition(broker).high_watermark == 0
+        with pytest.raises(TimeoutError):
+            producer.recv_frame(timeout=0.5)  # not acknowledged while the write is pending
+        on_loop(broker, lambda: partition(broker).isr_written({LEADER}))
+        corr, response = producer.recv(PRODUCE, 9, timeout=10)
+        assert corr == sent  # answered now, below the topic's min.insync.replicas=2
+        assert response.responses[0].partition_responses[0].error_code == (
+            ErrorCode.not_enough_replicas_after_append)
+    assert partition(broker).isr == {LEADER} and partition(broker).high_watermark == 1
+
+
 def test_acks_all_times_out_when_the_isr_does_not_follow(
     broker: samsa.Broker, wire: Wire
 ) -> None:
