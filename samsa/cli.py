@@ -22,7 +22,20 @@ from samsa.records.batch import Attr, BatchHeader, iter_headers
 from samsa.records.control import read_marker
 from samsa.records.record import decode_records
 from samsa.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
-from samsa.tools import COMMANDS
+from samsa.tools.cluster import cluster
+from samsa.tools.configs import configs
+from samsa.tools.console import consume, produce
+from samsa.tools.groups import groups
+from samsa.tools.leader_election import leader_election
+from samsa.tools.reassign_partitions import reassign_partitions
+from samsa.tools.topics import topics
+from samsa.tools.transactions import transactions
+
+# Kafka's tools, as samsa subcommands
+COMMANDS: tuple[click.Command, ...] = (
+    topics, configs, produce, consume, groups, transactions, reassign_partitions,
+    leader_election, cluster,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

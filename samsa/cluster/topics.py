@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from samsa.storage.checkpoint import write_atomically
+from samsa.durable import write_atomically
 
 log = logging.getLogger(__name__)
 

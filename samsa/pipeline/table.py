@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from samsa.storage.checkpoint import fsync_dir, write_atomically
+from samsa.durable import fsync_dir, write_atomically
 
 OFFSETS_FILE = "_samsa_offsets.json"
 _VERSION = re.compile(r"^v(\d{8})$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import IO, Any, cast
 
 from kio.index import KioIndexError, load_request_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -79,13 +79,18 @@ class _Chunks(list):
     def write(self, data: Any) -> None:
         self.append(data)
 
+    @property
+    def out(self) -> IO[bytes]:
+        """Itself, typed as the binary stream kio's writers take (it has their ``write``)."""
+        return cast("IO[bytes]", self)
+
 
 def encode_response(correlation_id: int, response: Any) -> list[Any]:
     """The size-prefixed response frame as a list of chunks (bytes or file regions)."""
     chunks = _Chunks()
     header_schema = type(response).__header_schema__
-    entity_writer(header_schema)(chunks, header_schema(correlation_id=correlation_id))
-    entity_writer(type(response))(chunks, response)
+    entity_writer(header_schema)(chunks.out, header_schema(correlation_id=correlation_id))
+    entity_writer(type(response))(chunks.out, response)
     size = sum(len(c) for c in chunks)
     return [_SIZE.pack(size), *chunks]
 
@@ -93,5 +98,5 @@ def encode_response(correlation_id: int, response: Any) -> list[Any]:
 def encode_message(entity: Any) -> bytes:
     """Encode a kio entity on its own (tests and tools)."""
     chunks = _Chunks()
-    entity_writer(type(entity))(chunks, entity)
+    entity_writer(type(entity))(chunks.out, entity)
     return b"".join(bytes(c) for c in chunks)

@@ -27,6 +27,7 @@ from samsa.cluster.zk_data import Endpoint, ReplicaAssignment, TopicAssignment
 from samsa.config import BrokerConfig, ConfigError, LogConfig
 from samsa.coordinator.group_coordinator import GroupCoordinator
 from samsa.coordinator.txn_coordinator import TransactionCoordinator
+from samsa.durable import write_atomically
 from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers import load_handlers
 from samsa.handlers.registry import APIS
@@ -41,7 +42,6 @@ from samsa.protocol.fast import FAST_RESPONSES, encode_fast
 from samsa.server.connection import CloseConnection, Connection
 from samsa.server.context import RequestContext
 from samsa.server.producer_ids import ProducerIdManager
-from samsa.storage.checkpoint import write_atomically
 from samsa.storage.log_cleaner import LogCleaner
 from samsa.storage.manager import LogManager
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from samsa.storage.checkpoint import write_atomically
+from samsa.durable import write_atomically
 
 PRODUCER_IDS_FILE = "__samsa_producer_id_block"
 BLOCK_SIZE = 1000

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from samsa.config import LogConfig
+from samsa.durable import fsync_dir
 from samsa.errors import (
     InvalidRecordError,
     MessageTooLargeError,
@@ -44,7 +45,6 @@ from samsa.records.batch import (
 )
 from samsa.records.control import encode_marker, read_marker
 from samsa.records.record import decode_records, iter_raw_records, records_payload
-from samsa.storage.checkpoint import fsync_dir
 from samsa.storage.epoch import LeaderEpochCache
 from samsa.storage.producer_state import CompletedTxn, ProducerStateManager
 from samsa.storage.segment import INT32_MAX, LOG_SUFFIX, LogSegment
@@ -338,7 +338,7 @@ class Log:
 
         first = offset = self.log_end_offset
         stamped: list[BatchHeader] = []
-        iov: list[bytes | memoryview] = []
+        iov: list[bytes | bytearray | memoryview] = []
         pos = 0
         for header in headers:
             size = header.size
@@ -367,7 +367,7 @@ class Log:
     def _append_as_follower(self, view: memoryview, headers: list[BatchHeader]) -> AppendInfo:
         first = headers[0].base_offset
         offset = self.log_end_offset
-        iov: list[bytes | memoryview] = []
+        iov: list[bytes | bytearray | memoryview] = []
         pos = 0
         for header in headers:
             if header.base_offset < offset:

@@ -67,6 +67,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from samsa.durable import write_atomically
 from samsa.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -74,7 +75,6 @@ from samsa.errors import (
     TransactionCoordinatorFencedError,
 )
 from samsa.records.batch import NO_SEQUENCE, BatchHeader
-from samsa.storage.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +155,7 @@ def _advance(
     entry: ProducerEntry | None, header: BatchHeader, first_offset: int, last_offset: int
 ) -> ProducerEntry:
     """The entry after ``header``: a new epoch drops the old epoch's batches."""
-    same_epoch = entry is not None and entry.epoch == header.producer_epoch
-    batches = entry.batches if same_epoch else ()
+    batches = entry.batches if entry is not None and entry.epoch == header.producer_epoch else ()
     txn_first = NO_TXN if entry is None else entry.current_txn_first_offset
     coordinator_epoch = -1 if entry is None else entry.coordinator_epoch
     if _has_sequence(header):

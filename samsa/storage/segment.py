@@ -200,7 +200,8 @@ class LogSegment:
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += header.size
 
-    def append(self, iov: Sequence[bytes | memoryview], headers: Sequence[BatchHeader]) -> None:
+    def append(self, iov: Sequence[bytes | bytearray | memoryview],
+               headers: Sequence[BatchHeader]) -> None:
         """Write stamped batches (``headers`` carry the offsets assigned to them)."""
         position = self.size
         for header in headers:
@@ -314,7 +315,7 @@ class LogSegment:
         self.txn_index.delete()
 
 
-def _writev_all(fd: int, iov: Sequence[bytes | memoryview], total: int) -> None:
+def _writev_all(fd: int, iov: Sequence[bytes | bytearray | memoryview], total: int) -> None:
     written = 0
     parts = list(iov)
     while parts:

@@ -9,24 +9,3 @@ trying a cluster on one machine.
 """
 
 from __future__ import annotations
-
-import click
-
-from samsa.tools.cluster import cluster
-from samsa.tools.configs import configs
-from samsa.tools.console import consume, produce
-from samsa.tools.groups import groups
-from samsa.tools.leader_election import leader_election
-from samsa.tools.reassign_partitions import reassign_partitions
-from samsa.tools.topics import topics
-from samsa.tools.transactions import transactions
-
-COMMANDS: tuple[click.Command, ...] = (
-    topics, configs, produce, consume, groups, transactions, reassign_partitions,
-    leader_election, cluster,
-)
-
-__all__ = [
-    "COMMANDS", "cluster", "configs", "consume", "groups", "leader_election", "produce",
-    "reassign_partitions", "topics", "transactions",
-]

@@ -40,7 +40,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import NewPartitions, NewTopic
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka_frames import FrameClient
+from kafka_frames import ConnectionClosed, FrameClient
 from waiting import wait_for
 
 from samsa.records.record import RecordInput, encode_batch
@@ -148,8 +148,16 @@ class RawSprayer(threading.Thread):
         self.acked: list[tuple[str, int, int, bytes]] = []
         self.stop = threading.Event()
         self.sent = 0
+        self.error: BaseException | None = None
 
     def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+            raise
+
+    def _run(self) -> None:
         deadline = time.monotonic() + 900
         clients: dict[int, FrameClient] = {}
         while not self.stop.is_set() and time.monotonic() < deadline:
@@ -163,7 +171,7 @@ class RawSprayer(threading.Thread):
                     if client is None:
                         client = clients[broker.id] = FrameClient(broker.address, timeout=20)
                     self._spray(client, targets)
-                except OSError:  # stopped, killed or restarting: try again later
+                except (OSError, ConnectionClosed):  # stopped, killed or restarting: later
                     gone = clients.pop(broker.id, None)
                     if gone is not None:
                         gone.close()
@@ -309,6 +317,7 @@ def test_no_acknowledged_write_is_lost_under_a_random_schedule(
         sprayer.stop.set()
         sprayer.join(60)
         producer.stop()
+    assert sprayer.error is None, repr(sprayer.error)
     assert not producer.failed, producer.failed[:5]
     for topic, partitions in schedule.topics.items():
         cluster.wait_full_isr(topic, range(partitions), timeout=60)
