@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Any
 
 from samsa.coordinator.records import OffsetValue
+from samsa.coordinator.state_machine import check_transition
 
 
 class GroupState(Enum):
@@ -19,6 +20,17 @@ class GroupState(Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
+
+
+# state -> the states it may be entered from: Kafka's GroupState.validPreviousStates
+GROUP_TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset(
+        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.DEAD: frozenset(GroupState),
+}
 
 
 @dataclass
@@ -82,8 +94,15 @@ class Group:
     initial_join_until: float = 0.0  # loop time until which an empty group's first join waits
 
     def transition(self, state: GroupState, now_ms: int) -> None:
+        """Move along GROUP_TRANSITIONS (IllegalStateTransition otherwise)."""
+        check_transition(f"group {self.group_id!r}", GROUP_TRANSITIONS, self.state, state)
         self.state = state
         self.state_timestamp = now_ms
+
+    def restore(self, state: GroupState, at_ms: int) -> None:
+        """The state a loaded group was stored in (no move: it is where it was)."""
+        self.state = state
+        self.state_timestamp = at_ms
 
     def supported_protocols(self) -> set[str]:
         """Protocols every member supports."""

@@ -169,7 +169,7 @@ class GroupCoordinator:
             if m.group_instance_id:
                 group.static_members[m.group_instance_id] = m.member_id
         state = GroupState.STABLE if group.members else GroupState.EMPTY
-        group.transition(state, stored.current_state_timestamp)
+        group.restore(state, stored.current_state_timestamp)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -535,9 +535,10 @@ class GroupCoordinator:
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             if group.members:
                 self._prepare_rebalance(group)
-            else:
+            else:  # a rebalance with nobody to join it, as Kafka's ends at once
                 group.generation += 1
                 group.protocol_name = group.leader_id = None
+                group.transition(GroupState.PREPARING_REBALANCE, now_ms())
                 group.transition(GroupState.EMPTY, now_ms())
                 self._store_group(group)
         elif group.state == GroupState.PREPARING_REBALANCE:

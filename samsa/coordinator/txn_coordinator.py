@@ -39,6 +39,7 @@ from kio.schema.write_txn_markers.v1.request import (
 
 from samsa.cluster.replica_fetcher import BrokerConnection, LeaderConnectionError
 from samsa.coordinator.records import partition_for
+from samsa.coordinator.state_machine import check_transition
 from samsa.coordinator.txn_records import (
     TxnValue,
     decode_txn_key,
@@ -86,6 +87,22 @@ class TxnState(IntEnum):
         """Kafka's name of the state (DescribeTransactions, ListTransactions, the tools)."""
         return "".join(part.capitalize() for part in self.name.split("_"))
 
+
+# state -> the states it may be entered from: Kafka's TransactionState validPreviousStates,
+# except that an epoch fence completes as an abort directly (Kafka passes PrepareAbort between)
+TXN_TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                               TxnState.COMPLETE_ABORT}),
+    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                                 TxnState.COMPLETE_ABORT}),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.ONGOING}),
+    TxnState.DEAD: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                              TxnState.COMPLETE_ABORT}),
+}
 
 _STATE_BY_NAME = {s.display: s for s in TxnState}
 _ENDED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
@@ -273,7 +290,10 @@ class TransactionCoordinator:
         return ErrorCode.coordinator_not_available
 
     def _store(self, meta: TxnMetadata, state: TxnState) -> None:
-        """Move to ``state`` and persist it (the log append is the commit point)."""
+        """Move to ``state`` (along TXN_TRANSITIONS) and persist it (the log append is the
+        commit point)."""
+        check_transition(f"transaction {meta.transactional_id!r}", TXN_TRANSITIONS,
+                         meta.state, state)
         meta.state = state
         meta.update_ms = now_ms()
         self._write(meta.transactional_id, encode_txn_value(meta.value()))
@@ -528,6 +548,8 @@ class TransactionCoordinator:
         expired = [m.transactional_id for m in self.txns.values()
                    if m.state in _ENDED and m.update_ms + self.expiration_ms < at_ms]
         for txn_id in expired:
-            del self.txns[txn_id]
+            meta = self.txns.pop(txn_id)
+            check_transition(f"transaction {txn_id!r}", TXN_TRANSITIONS, meta.state,
+                             TxnState.DEAD)
             self._write(txn_id, None)
         return expired
