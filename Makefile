@@ -36,10 +36,14 @@ TEST_WORKERS ?= 2
 
 test: setup
 	$(BIN)/ruff check samsa tests bench
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check samsa tests bench
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 run: $(STAMP)
 	$(BIN)/samsa server --override log.dirs=data

@@ -18,6 +18,7 @@ from samsa import __version__
 from samsa.config import parse_properties
 from samsa.errors import KafkaError
 from samsa.pipeline.cli import pipeline
+from samsa.pipeline_demo import demo_command
 from samsa.records.batch import Attr, BatchHeader, iter_headers
 from samsa.records.control import read_marker
 from samsa.records.record import decode_records
@@ -152,6 +153,7 @@ def _delete_horizon(header: BatchHeader) -> str:
 
 for _command in COMMANDS:
     main.add_command(_command)
+pipeline.add_command(demo_command)
 main.add_command(pipeline)
 
 

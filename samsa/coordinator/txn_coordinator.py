@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from kio.schema.types import ProducerId, TopicName
 from kio.schema.write_txn_markers.v1.request import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
+from kio.static.primitive import i16, i32
 
 from samsa.cluster.replica_fetcher import BrokerConnection, LeaderConnectionError
 from samsa.coordinator.records import partition_for
@@ -480,10 +482,11 @@ class TransactionCoordinator:
         for topic, index in partitions:
             topics.setdefault(topic, []).append(index)
         body = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
-            producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+            producer_id=ProducerId(meta.producer_id), producer_epoch=i16(meta.producer_epoch),
             transaction_result=commit,
-            coordinator_epoch=self.coordinator_epoch(meta.transactional_id),
-            topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps))
+            coordinator_epoch=i32(self.coordinator_epoch(meta.transactional_id)),
+            topics=tuple(WritableTxnMarkerTopic(name=TopicName(t),
+                                                partition_indexes=tuple(i32(p) for p in ps))
                          for t, ps in topics.items())),))
         try:
             connection = await BrokerConnection.open(
