@@ -97,8 +97,8 @@ import confluent_kafka
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from samsa.cluster.zookeeper_server import free_port, port_in_use
 from samsa.tools.cluster import BrokerProcess, LocalCluster, die_with_parent
+from samsa.tools.zookeeper_server import free_port, port_in_use
 
 PARTS = ("throughput", "failover_term", "failover_kill")
 WORKLOADS: dict[str, tuple[int, str, bool]] = {  # name: (replication factor, acks, idempotent)

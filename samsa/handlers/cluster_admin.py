@@ -12,12 +12,12 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from samsa.cluster import reassignment
-from samsa.cluster.controller import PREFERRED, Controller, NotControllerError, Outcome
-from samsa.cluster.zk_data import ReplicaAssignment
 from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.registry import api
 from samsa.server.context import RequestContext
+from samsa.zk import reassignment
+from samsa.zk.controller import PREFERRED, Controller, NotControllerError, Outcome
+from samsa.zk.zk_data import ReplicaAssignment
 
 T = TypeVar("T")
 TP = tuple[str, int]

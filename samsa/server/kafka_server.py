@@ -16,14 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from samsa.cluster.controlled_shutdown import ask_controlled_shutdown
-from samsa.cluster.controller import Controller
-from samsa.cluster.membership import ClusterMembership
 from samsa.cluster.partition import Partition
 from samsa.cluster.placement import assign_replicas
-from samsa.cluster.replica_manager import ReplicaManager
 from samsa.cluster.topics import Topic, TopicStore
-from samsa.cluster.zk_data import Endpoint, ReplicaAssignment, TopicAssignment
 from samsa.config import BrokerConfig, ConfigError, LogConfig
 from samsa.coordinator.group_coordinator import GroupCoordinator
 from samsa.coordinator.txn_coordinator import TransactionCoordinator
@@ -44,6 +39,11 @@ from samsa.server.context import RequestContext
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.storage.log_cleaner import LogCleaner
 from samsa.storage.manager import LogManager
+from samsa.zk.controlled_shutdown import ask_controlled_shutdown
+from samsa.zk.controller import Controller
+from samsa.zk.membership import ClusterMembership
+from samsa.zk.replica_manager import ReplicaManager
+from samsa.zk.zk_data import Endpoint, ReplicaAssignment, TopicAssignment
 
 log = logging.getLogger(__name__)
 

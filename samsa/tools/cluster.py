@@ -41,9 +41,9 @@ import click
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from samsa.cluster import zookeeper_server
-from samsa.cluster.zookeeper_server import ZooKeeperError, ZooKeeperServer, port_in_use
+from samsa.tools import zookeeper_server
 from samsa.tools.common import ToolError, client_config, parse_assignments
+from samsa.tools.zookeeper_server import ZooKeeperError, ZooKeeperServer, port_in_use
 
 HOST = "127.0.0.1"
 DEFAULT_DATA_DIR = "cluster-data"

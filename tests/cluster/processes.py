@@ -34,10 +34,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from waiting import wait_for
 
-from samsa.cluster.zookeeper_server import ZooKeeperServer, free_port, terminate_process
 from samsa.records.batch import iter_headers
 from samsa.records.record import decode_records
 from samsa.tools.cluster import BrokerProcess, die_with_parent
+from samsa.tools.zookeeper_server import ZooKeeperServer, free_port, terminate_process
 
 HOST = "127.0.0.1"
 SESSION_TIMEOUT_MS = 4000

@@ -28,12 +28,12 @@ from kazoo.client import KazooClient
 from waiting import wait_for
 
 import samsa
-from samsa.cluster.zk_client import ControllerMovedError, ZkClient
-from samsa.cluster.zk_data import PartitionState
-from samsa.cluster.zookeeper_server import ZooKeeperServer
 from samsa.coordinator.records import partition_for
 from samsa.records.batch import iter_headers
 from samsa.records.control import read_marker
+from samsa.tools.zookeeper_server import ZooKeeperServer
+from samsa.zk.zk_client import ControllerMovedError, ZkClient
+from samsa.zk.zk_data import PartitionState
 from tests.cluster.test_replicated_topics import produce, read_all
 
 pytestmark = pytest.mark.timeout(180)

@@ -1,4 +1,4 @@
-"""The controller's leader and ISR decisions (samsa/cluster/leader_election.py): Kafka's rules
+"""The controller's leader and ISR decisions (samsa/zk/leader_election.py): Kafka's rules
 for new partitions, lost brokers (clean and unclean), brokers coming back, preferred leaders
 and a leader's own ISR changes; plus a Hypothesis check that a clean election never picks a
 leader outside the last ISR."""
@@ -8,14 +8,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from samsa.cluster.leader_election import (
+from samsa.zk.leader_election import (
     initial_state,
     isr_change,
     on_broker_back,
     on_brokers_lost,
     preferred_leader,
 )
-from samsa.cluster.zk_data import NO_LEADER, PartitionState
+from samsa.zk.zk_data import NO_LEADER, PartitionState
 
 REPLICAS = (1, 2, 3)
 

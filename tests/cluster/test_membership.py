@@ -18,8 +18,8 @@ from kazoo.client import KazooClient
 from waiting import wait_for
 
 import samsa
-from samsa.cluster.zookeeper_server import ZooKeeperServer
 from samsa.config import ConfigError
+from samsa.tools.zookeeper_server import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -29,9 +29,9 @@ from kafka_frames import FrameClient
 from waiting import wait_for
 
 import samsa
-from samsa.cluster.zookeeper_server import ZooKeeperServer
 from samsa.records.batch import iter_headers
 from samsa.records.record import RecordInput, decode_records, encode_batch
+from samsa.tools.zookeeper_server import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(240)
 

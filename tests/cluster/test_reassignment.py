@@ -3,9 +3,9 @@ functions: Kafka's KIP-455 replica sets and its checks of a requested replica li
 
 from __future__ import annotations
 
-from samsa.cluster import reassignment
-from samsa.cluster.leader_election import on_controlled_shutdown
-from samsa.cluster.zk_data import PartitionState, ReplicaAssignment
+from samsa.zk import reassignment
+from samsa.zk.leader_election import on_controlled_shutdown
+from samsa.zk.zk_data import PartitionState, ReplicaAssignment
 
 
 def test_a_move_adds_the_target_first_and_keeps_the_original_until_it_is_done() -> None:

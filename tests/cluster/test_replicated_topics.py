@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import wait_for
 
 import samsa
-from samsa.cluster.zookeeper_server import ZooKeeperServer
+from samsa.tools.zookeeper_server import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from samsa.cluster import zk_data as zk
-from samsa.cluster.zk_data import (
+from samsa.zk import zk_data as zk
+from samsa.zk.zk_data import (
     BrokerInfo,
     ConfigChangeNotification,
     ControllerInfo,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient, KazooState
 
-from samsa.cluster.zookeeper_server import (
+from samsa.tools.zookeeper_server import (
     NOT_INSTALLED,
     ZooKeeperError,
     ZooKeeperServer,

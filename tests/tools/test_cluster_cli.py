@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import wait_for
 
-from samsa.cluster.zookeeper_server import port_in_use
+from samsa.tools.zookeeper_server import port_in_use
 
 from . import RUN_TIMEOUT_S, error_line, free_port, ok
 
@@ -311,7 +311,7 @@ def test_a_broker_exiting_while_starting_is_one_line_with_its_log(tmp_path: Path
 
 def test_zookeeper_missing_and_bad_options_are_one_line(tmp_path: Path) -> None:
     no_java_dir = (
-        "import pathlib, samsa.cluster.zookeeper_server as z\n"
+        "import pathlib, samsa.tools.zookeeper_server as z\n"
         f"z.JAVA_DIR = pathlib.Path({str(tmp_path)!r})\n"
         "import samsa.cli as cli; cli.run()\n"
     )

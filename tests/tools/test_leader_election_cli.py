@@ -22,8 +22,8 @@ from waiting import wait_for
 
 import samsa
 import samsa.cli as cli
-from samsa.cluster.zookeeper_server import ZooKeeperServer
 from samsa.tools.leader_election import parse_election_data
+from samsa.tools.zookeeper_server import ZooKeeperServer
 
 from . import error_line, free_port, unique
 from . import samsa as run_samsa

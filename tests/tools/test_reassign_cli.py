@@ -22,9 +22,6 @@ from waiting import wait_for
 
 import samsa
 import samsa.cli as cli
-from samsa.cluster.zk_client import ZkClient
-from samsa.cluster.zk_data import BrokerInfo, Endpoint
-from samsa.cluster.zookeeper_server import ZooKeeperServer
 from samsa.tools.reassign_partitions import (
     check_execute,
     parse_broker_list,
@@ -32,6 +29,9 @@ from samsa.tools.reassign_partitions import (
     parse_topics,
     reassignment_json,
 )
+from samsa.tools.zookeeper_server import ZooKeeperServer
+from samsa.zk.zk_client import ZkClient
+from samsa.zk.zk_data import BrokerInfo, Endpoint
 from tests.cluster.test_replicated_topics import produce, read_all
 
 from . import error_line, free_port, unique

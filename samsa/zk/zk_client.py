@@ -33,7 +33,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
-from samsa.cluster.zk_data import (
+from samsa.zk.zk_data import (
     BROKER_IDS_PATH,
     CLUSTER_ID_PATH,
     CONTROLLER_EPOCH_PATH,

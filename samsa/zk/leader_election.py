@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from samsa.cluster.zk_data import NO_LEADER, PartitionState
+from samsa.zk.zk_data import NO_LEADER, PartitionState
 
 
 def initial_state(replicas: Sequence[int], live: Collection[int],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from samsa.cluster.controller import NotControllerError
+from samsa.zk.controller import NotControllerError
 
 if TYPE_CHECKING:
     from samsa.server.kafka_server import KafkaServer

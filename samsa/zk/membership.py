@@ -17,9 +17,9 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from samsa.cluster.zk_client import ZkClient, ZkError
-from samsa.cluster.zk_data import BrokerInfo, Endpoint
 from samsa.config import ConfigError
+from samsa.zk.zk_client import ZkClient, ZkError
+from samsa.zk.zk_data import BrokerInfo, Endpoint
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from samsa.cluster.leader_election import isr_change
 from samsa.cluster.partition import Partition
 from samsa.cluster.replica_fetcher import ReplicaFetcher
-from samsa.cluster.zk_client import ZkClient
-from samsa.cluster.zk_data import NO_LEADER, PartitionState, ReplicaAssignment, TopicAssignment
+from samsa.zk.leader_election import isr_change
+from samsa.zk.zk_client import ZkClient
+from samsa.zk.zk_data import NO_LEADER, PartitionState, ReplicaAssignment, TopicAssignment
 
 if TYPE_CHECKING:
     from samsa.server.kafka_server import KafkaServer

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from samsa.cluster.zk_data import PartitionState, ReplicaAssignment
+from samsa.zk.zk_data import PartitionState, ReplicaAssignment
 
 
 def original_replicas(a: ReplicaAssignment) -> tuple[int, ...]:

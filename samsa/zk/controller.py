@@ -27,17 +27,17 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from samsa.cluster import reassignment
-from samsa.cluster.leader_election import (
+from samsa.errors import ErrorCode
+from samsa.zk import reassignment
+from samsa.zk.leader_election import (
     initial_state,
     on_broker_back,
     on_brokers_lost,
     on_controlled_shutdown,
     preferred_leader,
 )
-from samsa.cluster.zk_client import ControllerMovedError, ZkClient
-from samsa.cluster.zk_data import NO_LEADER, PartitionState, ReplicaAssignment, TopicAssignment
-from samsa.errors import ErrorCode
+from samsa.zk.zk_client import ControllerMovedError, ZkClient
+from samsa.zk.zk_data import NO_LEADER, PartitionState, ReplicaAssignment, TopicAssignment
 
 log = logging.getLogger(__name__)
 
