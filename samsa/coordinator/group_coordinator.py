@@ -79,7 +79,7 @@ class GroupCoordinator:
         """Load every group and offset from __consumer_offsets, start the expiry timer."""
         if self.server.topics is not None and self.server.topics.get(OFFSETS_TOPIC):
             for index in range(self.num_partitions):
-                partition = self.server.partition(OFFSETS_TOPIC, index)
+                partition = self.server.replicas.partition(OFFSETS_TOPIC, index)
                 if partition is not None:
                     self._loading = index
                     self._load_partition(partition.log)
@@ -232,7 +232,7 @@ class GroupCoordinator:
         from a state that another broker now owns or that this broker never loaded."""
         if self.server.membership is None:
             return True
-        partition = self.server.partition(OFFSETS_TOPIC,
+        partition = self.server.replicas.partition(OFFSETS_TOPIC,
                                           partition_for(group_id, self.num_partitions))
         return partition is not None and partition.replicated and partition.is_leader
 
@@ -243,7 +243,7 @@ class GroupCoordinator:
             return -1
         self.ensure_offsets_topic()
         index = partition_for(group_id, self.num_partitions)
-        partition = self.server.coordinator_partition(OFFSETS_TOPIC, index)
+        partition = self.server.replicas.coordinator_partition(OFFSETS_TOPIC, index)
         return partition.append(encode_batch(records, timestamp=now_ms())).first_offset
 
     async def wait_replicated(self, group_id: str) -> ErrorCode | None:
@@ -251,7 +251,7 @@ class GroupCoordinator:
         __consumer_offsets partition (Kafka's offsets.commit.required.acks=-1), at most
         offsets.commit.timeout.ms; None when it did, else the error the client should get
         (Kafka's: COORDINATOR_NOT_AVAILABLE on a timeout, NOT_COORDINATOR after a move)."""
-        partition = self.server.partition(OFFSETS_TOPIC,
+        partition = self.server.replicas.partition(OFFSETS_TOPIC,
                                           partition_for(group_id, self.num_partitions))
         if partition is None or not partition.replicated:
             return None
@@ -706,7 +706,7 @@ class GroupCoordinator:
         records = []
         stamp = now_ms()
         for topic, partition, offset, epoch, metadata in offsets:
-            if not self.server.partition_exists(topic, partition):  # hosted here or not
+            if not self.server.replicas.partition_exists(topic, partition):  # hosted here or not
                 results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
                 continue
             if metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
@@ -765,7 +765,7 @@ class GroupCoordinator:
         if records:
             self.ensure_offsets_topic()
             index = partition_for(group_id, self.num_partitions)
-            partition = self.server.coordinator_partition(OFFSETS_TOPIC, index)
+            partition = self.server.replicas.coordinator_partition(OFFSETS_TOPIC, index)
             batch = encode_batch(records, timestamp=now_ms(), producer_id=producer_id,
                                  producer_epoch=producer_epoch, transactional=True)
             try:
@@ -827,7 +827,7 @@ class GroupCoordinator:
         results: dict[tuple[str, int], ErrorCode] = {}
         records = []
         for topic, partition in partitions:
-            if not self.server.partition_exists(topic, partition):
+            if not self.server.replicas.partition_exists(topic, partition):
                 results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
                 continue
             if subscribed is None or topic in subscribed:

@@ -164,7 +164,7 @@ class TransactionCoordinator:
         topics = self.server.topics
         if topics is not None and topics.get(TXN_STATE_TOPIC) is not None:
             for index in range(self.num_partitions):
-                partition = self.server.partition(TXN_STATE_TOPIC, index)
+                partition = self.server.replicas.partition(TXN_STATE_TOPIC, index)
                 if partition is not None:
                     self._load_partition(partition.log)
         await self.complete_prepared()
@@ -184,7 +184,7 @@ class TransactionCoordinator:
         """The epoch markers carry, as Kafka's coordinator epoch: the leader epoch of the
         transactional id's __transaction_state partition (0 on a single node), so a partition
         refuses the markers of a coordinator that has since been replaced."""
-        partition = self.server.partition(TXN_STATE_TOPIC,
+        partition = self.server.replicas.partition(TXN_STATE_TOPIC,
                                           partition_for(txn_id, self.num_partitions))
         return partition.leader_epoch if partition is not None and partition.replicated else 0
 
@@ -269,7 +269,7 @@ class TransactionCoordinator:
 
     def _write(self, txn_id: str, value: bytes | None) -> None:
         self.ensure_topic()
-        partition = self.server.coordinator_partition(
+        partition = self.server.replicas.coordinator_partition(
             TXN_STATE_TOPIC, partition_for(txn_id, self.num_partitions))
         partition.append(encode_batch([RecordInput(value, encode_txn_key(txn_id))],
                                       timestamp=now_ms()))
@@ -280,7 +280,7 @@ class TransactionCoordinator:
         answered: a new coordinator must find every state a client was told about. None when
         they did; NOT_COORDINATOR after a move; COORDINATOR_NOT_AVAILABLE on a timeout (the
         client retries)."""
-        partition = self.server.partition(TXN_STATE_TOPIC,
+        partition = self.server.replicas.partition(TXN_STATE_TOPIC,
                                           partition_for(txn_id, self.num_partitions))
         if partition is None or not partition.replicated:
             return None
@@ -373,7 +373,7 @@ class TransactionCoordinator:
         partitions: list[tuple[str, int]],
     ) -> dict[tuple[str, int], ErrorCode]:
         # the cluster's partitions, not only those hosted here
-        unknown = {tp for tp in partitions if not self.server.partition_exists(*tp)}
+        unknown = {tp for tp in partitions if not self.server.replicas.partition_exists(*tp)}
         if unknown:  # checked first, as Kafka's KafkaApis does
             return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
                     else ErrorCode.operation_not_attempted for tp in partitions}
@@ -443,7 +443,7 @@ class TransactionCoordinator:
         groups = self.server.group_coordinator
         remote: dict[int, list[tuple[str, int]]] = {}
         for topic, index in sorted(meta.partitions):
-            partition = self.server.partition(topic, index)
+            partition = self.server.replicas.partition(topic, index)
             manager = self.server.replica_manager
             if manager is not None and (partition is None or not partition.is_leader):
                 info = manager.partitions.get((topic, index))
@@ -531,7 +531,7 @@ class TransactionCoordinator:
         """Whether this broker is the transactional id's coordinator."""
         if self.server.replica_manager is None:
             return True
-        partition = self.server.partition(TXN_STATE_TOPIC,
+        partition = self.server.replicas.partition(TXN_STATE_TOPIC,
                                           partition_for(txn_id, self.num_partitions))
         return partition is not None and partition.is_leader
 

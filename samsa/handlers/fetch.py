@@ -63,7 +63,7 @@ class _FetchPlan:
                     parts.append((p, None, ErrorCode.unknown_topic_id if self.by_id
                                   else ErrorCode.unknown_topic_or_partition))
                     continue
-                partition, error = server.leader_partition(
+                partition, error = server.replicas.leader_partition(
                     meta.name, p.partition, getattr(p, "current_leader_epoch", -1))
                 parts.append((p, partition, error))
             self.topics.append((key, parts))

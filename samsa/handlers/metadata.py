@@ -81,7 +81,7 @@ def topic_entry(ctx: RequestContext, topic: Topic, operations: bool) -> dict[str
         if server.replica_manager is not None:
             partitions.append(_cluster_partition(ctx, topic.name, index))
             continue
-        partition = server.partition(topic.name, index)
+        partition = server.replicas.partition(topic.name, index)
         partitions.append({
             "error_code": NONE,
             "partition_index": index,

@@ -50,7 +50,7 @@ async def list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
         for p in topic.partitions or ():
             result = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
                       "timestamp": -1, "offset": -1, "leader_epoch": -1}
-            partition, error = ctx.server.leader_partition(
+            partition, error = ctx.server.replicas.leader_partition(
                 topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1),
                 require_leader=replica_id != DEBUGGING_REPLICA_ID)
             if error is not None or partition is None:
@@ -78,7 +78,7 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> dict[str
         for p in topic.partitions or ():
             result = {"error_code": ErrorCode.none, "partition": p.partition,
                       "leader_epoch": -1, "end_offset": -1}
-            partition, error = ctx.server.leader_partition(topic.topic, p.partition,
+            partition, error = ctx.server.replicas.leader_partition(topic.topic, p.partition,
                                                            p.current_leader_epoch)
             if error is not None or partition is None:
                 result["error_code"] = error or ErrorCode.unknown_topic_or_partition
@@ -100,7 +100,7 @@ async def delete_records(ctx: RequestContext, request: Any) -> dict[str, Any]:
         for p in topic.partitions or ():
             result = {"partition_index": p.partition_index, "low_watermark": -1,
                       "error_code": ErrorCode.none}
-            partition, error = server.leader_partition(topic.name, p.partition_index)
+            partition, error = server.replicas.leader_partition(topic.name, p.partition_index)
             if error is not None or partition is None:
                 result["error_code"] = error or ErrorCode.unknown_topic_or_partition
             else:

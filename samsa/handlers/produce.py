@@ -50,7 +50,7 @@ def _append(
     ctx: RequestContext, topic: str, index: int, records: bytes | None, txn_id: str | None,
     acks: int, waits: list[tuple[dict[str, Any], Partition, int]],
 ) -> dict[str, Any]:
-    partition, error = ctx.server.leader_partition(topic, index)
+    partition, error = ctx.server.replicas.leader_partition(topic, index)
     if error is not None or partition is None:
         return _partition_result(index, error or ErrorCode.unknown_topic_or_partition)
     if partition.replicated:

@@ -177,7 +177,7 @@ async def describe_producers(ctx: RequestContext, request: Any) -> dict[str, Any
     for topic in request.topics:
         results = []
         for index in topic.partition_indexes:
-            partition, error = ctx.server.leader_partition(topic.name, index)
+            partition, error = ctx.server.replicas.leader_partition(topic.name, index)
             if error is not None or partition is None:
                 results.append({"partition_index": index,
                                 "error_code": error or ErrorCode.unknown_topic_or_partition,
@@ -209,7 +209,7 @@ async def write_txn_markers(ctx: RequestContext, request: Any) -> dict[str, Any]
         for topic in marker.topics:
             parts = []
             for index in topic.partition_indexes:
-                partition, error = ctx.server.leader_partition(topic.name, index)
+                partition, error = ctx.server.replicas.leader_partition(topic.name, index)
                 code = ErrorCode.none
                 if error is not None or partition is None:
                     code = error or ErrorCode.unknown_topic_or_partition

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from samsa.cluster.partition import Partition
 from samsa.cluster.placement import assign_replicas
+from samsa.cluster.replicas import Replicas
 from samsa.cluster.topics import Topic, TopicStore
 from samsa.config import BrokerConfig, ConfigError, LogConfig
 from samsa.coordinator.group_coordinator import GroupCoordinator
@@ -87,9 +87,10 @@ class KafkaServer:
         if not self.listeners:
             raise ConfigError("Invalid value for configuration listeners: no listener given")
         load_handlers()
-        self.log_manager = LogManager(self.config, topic_config=self.topic_log_config)
-        self.topics: TopicStore | None = None
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.log_manager = LogManager(
+            self.config, topic_config=lambda topic: self.replicas.topic_log_config(topic))
+        self.replicas = Replicas(self.log_manager)
+        self.replicas.on_leadership = self._leadership_changed
         self.connections: set[Connection] = set()
         self.broker_id = self.config.get("broker.id")
         self.cluster_id = ""
@@ -128,7 +129,7 @@ class KafkaServer:
         first_dir = Path(self.log_manager.dirs[0])
         await self._load_meta_properties()
         # topics first: the logs open with their topic's config overrides
-        self.topics = TopicStore(first_dir)
+        self.replicas.start(self.broker_id, TopicStore(first_dir))
         self.log_manager.startup()
         take_block = None
         if self.membership is not None:
@@ -139,7 +140,8 @@ class KafkaServer:
                 return block.block_start, block.block_end
 
         self.producer_ids = ProducerIdManager(first_dir, take_block)
-        self._open_partitions()
+        if self.membership is None:  # cluster mode: the replica manager opens the replicas
+            self.replicas.open_all_local()
         self._start_cleaner(asyncio.get_running_loop())
         self.group_coordinator = GroupCoordinator(self)
         self.group_coordinator.start()
@@ -217,6 +219,7 @@ class KafkaServer:
             run_swap=on_loop,
         )
         self.cleaner.start()
+        self.replicas.on_drop = self.cleaner.forget
 
     def _new_connection(self, max_request: int) -> Connection:
         connection = Connection(self.dispatch, max_request, self.connections.discard)
@@ -254,28 +257,6 @@ class KafkaServer:
         for directory in self.log_manager.dirs:
             write_atomically(Path(directory) / META_PROPERTIES, text.encode())
 
-    def _open_partitions(self) -> None:
-        if self.membership is not None:
-            return  # cluster mode: the replica manager opens the replicas assigned here
-        assert self.topics is not None
-        wanted = {
-            (t.name, p) for t in self.topics.topics.values() for p in range(t.partitions)
-        }
-        for tp in list(self.log_manager.logs):
-            if tp not in wanted:
-                log.warning("deleting log %s-%d: its topic no longer exists", *tp)
-                self.log_manager.delete(*tp)
-        for topic in self.topics.topics.values():
-            self._open_topic_partitions(topic)
-
-    def _open_topic_partitions(self, topic: Topic) -> None:
-        config = self.topic_log_config(topic.name)
-        for p in range(topic.partitions):
-            if (topic.name, p) not in self.partitions:
-                log_ = self.log_manager.get_or_create(topic.name, p, config)
-                self.partitions[(topic.name, p)] = Partition(topic.name, p, log_,
-                                                             broker_id=self.broker_id)
-
     async def stop(self) -> None:
         """Graceful shutdown: stop accepting, finish in-flight requests, flush, mark clean."""
         if not self.started:
@@ -285,8 +266,7 @@ class KafkaServer:
             await self._controlled_shutdown()
         for server in self._servers:
             server.close()
-        for partition in self.partitions.values():
-            partition.wake_waiters()  # long-polls answer now with what they have
+        self.replicas.wake_all()
         await asyncio.gather(*(c.drain_and_close() for c in list(self.connections)))
         if self.txn_coordinator is not None:
             await self.txn_coordinator.stop()
@@ -336,7 +316,7 @@ class KafkaServer:
         deadline = loop.time() + 3.0
         while loop.time() < deadline and any(
                 p.replicated and p.is_leader and len(p.replicas) > 1 and len(p.isr) > 1
-                for p in self.partitions.values()):
+                for p in self.replicas.partitions.values()):
             await asyncio.sleep(0.05)
 
     # --- background work ------------------------------------------------------------------------
@@ -361,7 +341,7 @@ class KafkaServer:
                         loop.run_in_executor(None, log_.flush_rolled).add_done_callback(
                             lambda _f, tp=tp: self._flushing.discard(tp)
                         )
-                self._shrink_isrs()
+                self.replicas.shrink_isrs(self.config.get("replica.lag.time.max.ms"))
                 if now - last["retention"] >= every["retention"]:
                     last["retention"] = now
                     self.log_manager.cleanup()
@@ -373,17 +353,6 @@ class KafkaServer:
                     self.log_manager.checkpoint_log_start_offsets()
             except Exception:
                 log.exception("background log maintenance failed; retrying at the next tick")
-
-    def _shrink_isrs(self) -> None:
-        """Followers behind for replica.lag.time.max.ms leave the ISR of the partitions this
-        broker leads (checked every tick, as Kafka checks every half of that time)."""
-        lag_ms = self.config.get("replica.lag.time.max.ms")
-        for partition in self.partitions.values():
-            if partition.replicated and partition.is_leader:
-                gone = partition.shrink_isr(lag_ms)
-                if gone:
-                    log.info("%s-%d: ISR shrinking to %s (out: %s)", partition.topic,
-                             partition.index, sorted(partition.wanted_isr), sorted(gone))
 
     # --- requests -------------------------------------------------------------------------------
 
@@ -433,42 +402,6 @@ class KafkaServer:
 
     # --- topics -----------------------------------------------------------------------------------
 
-    def topic_log_config(self, topic: str) -> LogConfig:
-        overrides = {}
-        if self.topics is not None and (t := self.topics.get(topic)) is not None:
-            overrides = t.configs
-        return LogConfig.from_props(overrides, defaults=self.log_manager.defaults)
-
-    def open_partition(self, name: str, index: int, replicas: tuple[int, ...]) -> Partition:
-        """Cluster mode: open (or create) the log of one replica hosted here. It leads nothing
-        until the controller's state for it is applied (``Partition.leader_error``)."""
-        partition = self.partitions.get((name, index))
-        if partition is None:
-            log_ = self.log_manager.get_or_create(name, index, self.topic_log_config(name))
-            partition = Partition(name, index, log_, broker_id=self.broker_id,
-                                  replicas=replicas)
-            self.partitions[(name, index)] = partition
-        return partition
-
-    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1,
-                         require_leader: bool = True) -> tuple[Partition | None, ErrorCode | None]:
-        """The partition a request that only its leader may answer is about (produce, fetch,
-        ListOffsets, OffsetForLeaderEpoch, DeleteRecords), or the error to answer instead:
-        NOT_LEADER_OR_FOLLOWER where the cluster has the partition but this broker does not
-        lead it (or has not learned who does), UNKNOWN_TOPIC_OR_PARTITION where the cluster
-        has no such partition, as Kafka's ReplicaManager answers."""
-        partition = self.partitions.get((topic, index))
-        if partition is None:
-            return None, (ErrorCode.not_leader_or_follower if self.partition_exists(topic, index)
-                          else ErrorCode.unknown_topic_or_partition)
-        return partition, partition.leader_error(current_leader_epoch, require_leader)
-
-    def partition_exists(self, topic: str, index: int) -> bool:
-        """Whether the cluster has this partition, hosted here or not (the topic store holds
-        every topic of the cluster, each with its partition count)."""
-        found = self.topics.get(topic) if self.topics is not None else None
-        return found is not None and 0 <= index < found.partitions
-
     def live_brokers(self) -> dict[int, str | None]:
         """Broker id -> rack of the brokers alive (this one alone on a single node)."""
         if self.membership is None:
@@ -496,7 +429,7 @@ class KafkaServer:
             return topic
         assert self.topics is not None
         topic = self.topics.create(name, partitions, dict(configs or {}), internal)
-        self._open_topic_partitions(topic)
+        self.replicas.open_local(topic)
         return topic
 
     def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int,
@@ -516,33 +449,23 @@ class KafkaServer:
         except KafkaError:
             pass  # cluster mode: another broker created it meanwhile
 
-    def coordinator_partition(self, name: str, index: int) -> Partition:
-        """The local leader of an internal topic's partition, where a coordinator writes;
-        NOT_COORDINATOR when this broker does not lead it (cluster mode)."""
-        partition = self.partition(name, index)
-        if partition is None or (partition.replicated and not partition.is_leader):
-            raise KafkaError(f"this broker does not lead {name}-{index}",
-                             ErrorCode.not_coordinator)
-        return partition
-
-    def became_leader(self, name: str, index: int) -> None:
-        """Cluster mode: this broker now leads ``name``-``index``; a coordinator whose state
-        lives there loads it."""
-        partition = self.partition(name, index)
-        if partition is None:
-            return
+    def _leadership_changed(self, name: str, index: int, leads: bool) -> None:
+        """Cluster mode: a coordinator whose state lives in ``name``-``index`` loads it when
+        this broker starts leading the partition and lets it go when another broker does."""
         if name == "__consumer_offsets" and self.group_coordinator is not None:
-            self.group_coordinator.load_partition(partition.log)
+            if leads:
+                partition = self.replicas.partition(name, index)
+                assert partition is not None
+                self.group_coordinator.load_partition(partition.log)
+            else:
+                self.group_coordinator.unload_partition(index)
         elif name == "__transaction_state" and self.txn_coordinator is not None:
-            self.txn_coordinator.load_partition(partition.log)
-
-    def stopped_leading(self, name: str, index: int) -> None:
-        """Cluster mode: another broker leads ``name``-``index`` now; a coordinator whose
-        state lives there lets it go."""
-        if name == "__consumer_offsets" and self.group_coordinator is not None:
-            self.group_coordinator.unload_partition(index)
-        elif name == "__transaction_state" and self.txn_coordinator is not None:
-            self.txn_coordinator.unload_partition(index)
+            if leads:
+                partition = self.replicas.partition(name, index)
+                assert partition is not None
+                self.txn_coordinator.load_partition(partition.log)
+            else:
+                self.txn_coordinator.unload_partition(index)
 
     async def delete_topics(self, names: Sequence[str], timeout_ms: int) -> set[str]:
         """Delete topics; the names whose deletion did not complete within ``timeout_ms``
@@ -550,7 +473,7 @@ class KafkaServer:
         this waits until this broker has seen it, as Kafka's DelayedDeleteTopics does)."""
         if self.membership is None:
             for name in names:
-                self.drop_local_topic(name)
+                self.replicas.drop_topic(name)
             return set()
         zk = self.membership.zk
         loop = asyncio.get_running_loop()
@@ -569,24 +492,6 @@ class KafkaServer:
             left = pending()
         return left
 
-    def drop_local_topic(self, name: str) -> None:
-        """This broker's replicas of a topic and its entry in the topic store, gone."""
-        assert self.topics is not None
-        topic = self.topics.delete(name)
-        indexes = {p for t, p in list(self.log_manager.logs) + list(self.partitions) if t == name}
-        if topic is not None:
-            indexes |= set(range(topic.partitions))
-        for p in sorted(indexes):
-            self.drop_local_partition(name, p)
-
-    def drop_local_partition(self, name: str, index: int) -> None:
-        partition = self.partitions.pop((name, index), None)
-        if partition is not None:
-            partition.close()
-        self.log_manager.delete(name, index)
-        if self.cleaner is not None:
-            self.cleaner.forget((name, index))
-
     async def add_partitions(self, name: str, total: int,
                              assignment: Sequence[Sequence[int]] | None = None,
                              timeout_ms: int = 30000) -> None:
@@ -597,7 +502,7 @@ class KafkaServer:
             self.topics.set_partitions(name, total)
             topic = self.topics.get(name)
             assert topic is not None
-            self._open_topic_partitions(topic)
+            self.replicas.open_local(topic)
             return
         zk = self.membership.zk
         loop = asyncio.get_running_loop()
@@ -631,20 +536,12 @@ class KafkaServer:
         them; applied here at once)."""
         if self.membership is not None:
             self.membership.zk.set_topic_configs(name, dict(configs))
-        self.apply_topic_configs(name, configs)
+        self.replicas.apply_topic_configs(name, configs)
 
-    def apply_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        assert self.topics is not None
-        if self.topics.get(name) is None:
-            return
-        self.topics.set_configs(name, dict(configs))
-        config = self.topic_log_config(name)
-        for (t, _), partition in self.partitions.items():
-            if t == name:
-                partition.log.update_config(config)
-
-    def partition(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
+    @property
+    def topics(self) -> TopicStore | None:
+        """Every topic of the cluster (this broker's view), once started."""
+        return self.replicas.topics
 
     @property
     def advertised(self) -> list[Listener]:

@@ -115,7 +115,7 @@ class ReplicaManager:
                                      and known[0].topic_id != topic.topic_id):
                 log.warning("deleting the local replicas of topic %s: it was deleted "
                             "(or recreated) while this broker was away", name)
-                self.server.drop_local_topic(name)
+                self.server.replicas.drop_topic(name)
         for name, index in list(self.server.log_manager.logs):
             known = found.get(name)
             if known is None or self.broker_id not in known[0].partitions.get(
@@ -123,7 +123,7 @@ class ReplicaManager:
                 if name in self.assignments:
                     continue
                 log.warning("deleting log %s-%d: not a replica of it any more", name, index)
-                self.server.drop_local_partition(name, index)
+                self.server.replicas.drop_partition(name, index)
 
     def _add_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str]) -> None:
         if name in self.assignments or self._closed:
@@ -166,7 +166,7 @@ class ReplicaManager:
         registers its state watch (blocking)."""
         self.partitions[(name, index)] = PartitionInfo(replicas)
         if self.broker_id in replicas:
-            self.server.open_partition(name, index, replicas)
+            self.server.replicas.open_replica(name, index, replicas)
 
         def watch(state: PartitionState | None, version: int) -> bool:
             if self._tokens.get(name) is not token:
@@ -203,31 +203,31 @@ class ReplicaManager:
 
     def _replicas_changed(self, name: str, index: int, info: PartitionInfo) -> None:
         if self.broker_id in info.replicas:
-            self.server.open_partition(name, index, info.replicas)
+            self.server.replicas.open_replica(name, index, info.replicas)
             if info.state is not None:
                 self._apply_state(name, index, info.state, info.version, again=True)
             return
-        partition = self.server.partition(name, index)
+        partition = self.server.replicas.partition(name, index)
         if partition is not None:
             log.info("%s-%d: no longer a replica here: deleting the local log", name, index)
             if partition.replicated and partition.is_leader:
-                self.server.stopped_leading(name, index)
+                self.server.replicas.stopped_leading(name, index)
             self._stop_following(partition)
-            self.server.drop_local_partition(name, index)
+            self.server.replicas.drop_partition(name, index)
 
     def _configs_changed(self, name: str, configs: dict[str, str], token: object) -> None:
         if self._tokens.get(name) is token and not self._closed:
-            self.server.apply_topic_configs(name, configs)
+            self.server.replicas.apply_topic_configs(name, configs)
 
     def _remove_topic(self, name: str) -> None:
         self._tokens.pop(name, None)
         assignment = self.assignments.pop(name, None)
         for index in (assignment.partitions if assignment is not None else ()):
             self.partitions.pop((name, index), None)
-            partition = self.server.partition(name, index)
+            partition = self.server.replicas.partition(name, index)
             if partition is not None:
                 self._stop_following(partition)
-        self.server.drop_local_topic(name)
+        self.server.replicas.drop_topic(name)
 
     def stop_fetchers(self) -> None:
         """Controlled shutdown: stop following (the controller takes this broker out of the
@@ -250,7 +250,7 @@ class ReplicaManager:
                         index, state.controller_epoch, info.state.controller_epoch)
             return
         info.state, info.version = state, version
-        partition = self.server.partition(topic, index)
+        partition = self.server.replicas.partition(topic, index)
         if partition is None or self.broker_id not in info.replicas:
             return
         if state.leader == self.broker_id:
@@ -262,7 +262,7 @@ class ReplicaManager:
                 partition.on_isr_change = self._isr_changed
                 log.info("%s-%d: leading at epoch %d, ISR %s", topic, index,
                          state.leader_epoch, list(state.isr))
-                self.server.became_leader(topic, index)
+                self.server.replicas.became_leader(topic, index)
             else:
                 partition.isr = isr
                 partition.isr_written(isr)
@@ -273,7 +273,7 @@ class ReplicaManager:
             was_leader = partition.replicated and partition.is_leader
             partition.make_follower(state.leader, info.replicas, state.leader_epoch)
             if was_leader:
-                self.server.stopped_leading(topic, index)
+                self.server.replicas.stopped_leading(topic, index)
             self._stop_following(partition)
             if state.leader != NO_LEADER and not self.shutting_down:
                 self._follow(partition, state.leader, state.leader_epoch)

@@ -62,10 +62,10 @@ def test_abort_marker_ends_a_hanging_transaction(broker: samsa.Broker, raw) -> N
     txn.flush(10)
     client = raw()
     assert lso(client, topic) == 1
-    described = broker.server.partition(topic, 0).log.producer_state.ongoing
+    described = broker.server.replicas.partition(topic, 0).log.producer_state.ongoing
     ((pid, first),) = described.items()
     assert first == 1
-    epoch = broker.server.partition(topic, 0).log.producer_state.entry(pid).epoch
+    epoch = broker.server.replicas.partition(topic, 0).log.producer_state.entry(pid).epoch
     response = client.request(WRITE_TXN_MARKERS, version, {"markers": [
         {"producer_id": pid, "producer_epoch": epoch, "transaction_result": False,
          "coordinator_epoch": 0,

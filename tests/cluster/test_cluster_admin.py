@@ -175,9 +175,10 @@ def test_topic_config_changes_reach_every_broker(cluster: list[samsa.Broker]) ->
                     incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(30)
     for b in cluster:
-        wait_for(lambda b=b: b.server.topic_log_config("tuned").retention_ms == 12345,
+        wait_for(lambda b=b: b.server.replicas.topic_log_config("tuned").retention_ms == 12345,
                  what=f"broker {b.server.broker_id} to apply retention.ms")
-        wait_for(lambda b=b: b.server.partition("tuned", 0).log.config.retention_ms == 12345,
+        wait_for(lambda b=b: b.server.replicas.partition(
+                     "tuned", 0).log.config.retention_ms == 12345,
                  what=f"broker {b.server.broker_id}'s log to apply retention.ms")
 
 
@@ -269,7 +270,7 @@ def test_reassignment_moves_replicas_with_a_running_producer(
     finally:
         client.close()
     gone = next(b for b in cluster if b.server.broker_id == leader)
-    wait_for(lambda: gone.server.partition("moving", 0) is None
+    wait_for(lambda: gone.server.replicas.partition("moving", 0) is None
              and not any(Path(gone.server.log_manager.dirs[0]).glob("moving-*")),
              timeout=20, what="the old replica's log deleted")
     more = produce(servers(cluster), "moving", [f"b{i}".encode() for i in range(500)])
@@ -379,18 +380,21 @@ def test_markers_carry_the_transaction_coordinators_epoch(cluster: list[samsa.Br
     create(admin, "txn-data", 1, 3)
     commit_one(servers(cluster), "epoch-txn", "txn-data")
     state_partition = partition_for("epoch-txn", 50)
-    coordinator = next(b for b in cluster if (p := b.server.partition(
+    coordinator = next(b for b in cluster if (p := b.server.replicas.partition(
         "__transaction_state", state_partition)) is not None and p.is_leader)
-    first_epoch = coordinator.server.partition("__transaction_state", state_partition).leader_epoch
+    first_epoch = coordinator.server.replicas.partition(
+        "__transaction_state", state_partition).leader_epoch
     coordinator.stop()  # controlled shutdown: another replica leads the state partition
     rest = [b for b in cluster if b is not coordinator]
     commit_one(servers(rest), "epoch-txn", "txn-data")
-    now = next(b for b in rest if b.server.partition(
+    now = next(b for b in rest if b.server.replicas.partition(
         "__transaction_state", state_partition).is_leader)
-    second_epoch = now.server.partition("__transaction_state", state_partition).leader_epoch
+    second_epoch = now.server.replicas.partition(
+        "__transaction_state", state_partition).leader_epoch
     assert second_epoch > first_epoch
-    leader = next(b for b in rest if b.server.partition("txn-data", 0).is_leader)
-    assert markers(leader.server.partition("txn-data", 0).log) == [first_epoch, second_epoch]
+    leader = next(b for b in rest if b.server.replicas.partition("txn-data", 0).is_leader)
+    assert markers(leader.server.replicas.partition("txn-data", 0).log) == [
+        first_epoch, second_epoch]
 
 
 def test_a_coordinator_that_stops_leading_lets_its_groups_go(
@@ -412,7 +416,7 @@ def test_a_coordinator_that_stops_leading_lets_its_groups_go(
                 seen.append(msg.value())
         consumer.commit(asynchronous=False)
         index = partition_for("movers", 50)
-        old = next(b for b in cluster if (p := b.server.partition(
+        old = next(b for b in cluster if (p := b.server.replicas.partition(
             "__consumer_offsets", index)) is not None and p.is_leader)
         assert "movers" in old.server.group_coordinator.groups
         target = [b.server.broker_id for b in cluster if b is not old]
@@ -424,7 +428,7 @@ def test_a_coordinator_that_stops_leading_lets_its_groups_go(
             client.close()
         wait_for(lambda: "movers" not in old.server.group_coordinator.groups, timeout=30,
                  what="the old coordinator to let the group go")
-        new = wait_for(lambda: next((b for b in cluster if (p := b.server.partition(
+        new = wait_for(lambda: next((b for b in cluster if (p := b.server.replicas.partition(
             "__consumer_offsets", index)) is not None and p.is_leader
             and "movers" in b.server.group_coordinator.groups), None),
             timeout=30, what="the new coordinator to load the group")

@@ -86,7 +86,7 @@ def settled_leaders(brokers: list[samsa.Broker], topic: str, partitions: int
                         info.replicas):
                     return None
                 found[p] = info.state.leader
-                local = b.server.partition(topic, p)
+                local = b.server.replicas.partition(topic, p)
                 if local is not None and b.server.broker_id in info.replicas and (
                         local.leader_id != info.state.leader):
                     return None
@@ -273,7 +273,7 @@ def test_a_replica_without_a_known_leader_refuses_leader_requests(
         admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
         admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2, 3]])])[
             topic].result(30)
-        wait_for(lambda: broker.server.partition(topic, 0) is not None and paused.is_set(),
+        wait_for(lambda: broker.server.replicas.partition(topic, 0) is not None and paused.is_set(),
                  timeout=30, what="broker 1 to open the partition")
         with FrameClient(broker.bootstrap_servers) as client:
             for api in (PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, DELETE_RECORDS):

@@ -77,7 +77,7 @@ def create_topic(broker: samsa.Broker, name: str, partitions: int,
 
 
 def partition_of(broker: samsa.Broker, topic: str, index: int) -> Partition:
-    partition = broker.server.partition(topic, index)
+    partition = broker.server.replicas.partition(topic, index)
     assert partition is not None, f"{topic}-{index} missing on {broker.bootstrap_servers}"
     return partition
 

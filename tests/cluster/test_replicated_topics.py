@@ -102,7 +102,7 @@ def test_replicated_topic_survives_its_leaders_broker(cluster: list[samsa.Broker
     assert len(acked) == 300
     # every replica holds the same bytes
     for p in range(3):
-        logs = [b.server.partition("orders", p).log for b in cluster]
+        logs = [b.server.replicas.partition("orders", p).log for b in cluster]
         wait_for(lambda logs=logs: len({lg.log_end_offset for lg in logs}) == 1,
                  what=f"partition {p}'s replicas to catch up")
         assert len({lg.read_batches(0) for lg in logs}) == 1

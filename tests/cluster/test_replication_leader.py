@@ -48,7 +48,7 @@ def on_loop(broker: samsa.Broker, fn: Any) -> Any:
 
 
 def partition(broker: samsa.Broker) -> Partition:
-    p = broker.server.partition(TOPIC, 0)
+    p = broker.server.replicas.partition(TOPIC, 0)
     assert p is not None
     return p
 

@@ -105,7 +105,7 @@ def views(brokers: list[samsa.Broker], topic: str) -> str:
         for (name, index), info in sorted(manager.partitions.items()):
             if name != topic:
                 continue
-            p = b.server.partition(name, index)
+            p = b.server.replicas.partition(name, index)
             local = "no local replica" if p is None else (
                 f"local: leader {p.leader_id} epoch {p.leader_epoch} replicas {list(p.replicas)}"
                 f" isr {sorted(p.isr)} followers {sorted(p.followers)}")

@@ -142,7 +142,7 @@ def test_transaction_state_is_compacted(tmp_path: Path) -> None:
             producer.produce("many", f"m{i}".encode(), partition=0)
             producer.commit_transaction(15)
         index = partition_for("many-txns", 50)
-        partition = broker.server.partition(TXN_STATE_TOPIC, index)
+        partition = broker.server.replicas.partition(TXN_STATE_TOPIC, index)
         assert partition is not None
         assert partition.log.config.compact
         written = partition.log.log_end_offset
@@ -181,7 +181,7 @@ def test_a_failed_marker_write_is_retried(tmp_path: Path) -> None:
         producer.begin_transaction()
         producer.produce("retry", b"kept", partition=0)
         producer.flush(15)
-        partition = broker.server.partition("retry", 0)
+        partition = broker.server.replicas.partition("retry", 0)
         assert partition is not None
         real = partition.append_marker
         failures = []

@@ -1,0 +1,169 @@
+"""The partitions this broker hosts (Kafka's ReplicaManager, less the ZooKeeper watches): opening
+and dropping replicas, their topics' configs, the one check for requests only a leader may
+answer, and the leadership changes the coordinators listen to. Both modes use it: a single node
+opens every partition of every topic as its leader; in cluster mode ``samsa.zk.replica_manager``
+opens the replicas assigned here and applies the controller's states to them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from samsa.cluster.partition import Partition
+from samsa.cluster.topics import Topic, TopicStore
+from samsa.config import LogConfig
+from samsa.errors import ErrorCode, KafkaError
+from samsa.storage.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class Replicas:
+    def __init__(self, log_manager: LogManager) -> None:
+        self.log_manager = log_manager
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.broker_id = -1
+        self.topics: TopicStore | None = None  # set at start, once the data dir is known
+        # told (topic, index, leads) when this broker starts or stops leading a partition
+        self.on_leadership: Callable[[str, int, bool], None] | None = None
+        # told when a partition's log is deleted here (the log cleaner forgets it)
+        self.on_drop: Callable[[TopicPartition], None] | None = None
+
+    def start(self, broker_id: int, topics: TopicStore) -> None:
+        self.broker_id, self.topics = broker_id, topics
+
+    @property
+    def store(self) -> TopicStore:
+        assert self.topics is not None, "the replicas are not started"
+        return self.topics
+
+    # --- looking partitions up ---------------------------------------------------------------
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def partition_exists(self, topic: str, index: int) -> bool:
+        """Whether the cluster has this partition, hosted here or not (the topic store holds
+        every topic of the cluster, each with its partition count)."""
+        found = self.topics.get(topic) if self.topics is not None else None
+        return found is not None and 0 <= index < found.partitions
+
+    def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1,
+                         require_leader: bool = True
+                         ) -> tuple[Partition | None, ErrorCode | None]:
+        """The partition a request that only its leader may answer is about (produce, fetch,
+        ListOffsets, OffsetForLeaderEpoch, DeleteRecords), or the error to answer instead:
+        NOT_LEADER_OR_FOLLOWER where the cluster has the partition but this broker does not
+        lead it (or has not learned who does), UNKNOWN_TOPIC_OR_PARTITION where the cluster
+        has no such partition, as Kafka's ReplicaManager answers."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return None, (ErrorCode.not_leader_or_follower if self.partition_exists(topic, index)
+                          else ErrorCode.unknown_topic_or_partition)
+        return partition, partition.leader_error(current_leader_epoch, require_leader)
+
+    def coordinator_partition(self, name: str, index: int) -> Partition:
+        """The local leader of an internal topic's partition, where a coordinator writes;
+        NOT_COORDINATOR when this broker does not lead it (cluster mode)."""
+        partition = self.partition(name, index)
+        if partition is None or (partition.replicated and not partition.is_leader):
+            raise KafkaError(f"this broker does not lead {name}-{index}",
+                             ErrorCode.not_coordinator)
+        return partition
+
+    # --- opening and dropping ----------------------------------------------------------------
+
+    def topic_log_config(self, topic: str) -> LogConfig:
+        overrides = {}
+        if self.topics is not None and (t := self.topics.get(topic)) is not None:
+            overrides = t.configs
+        return LogConfig.from_props(overrides, defaults=self.log_manager.defaults)
+
+    def open_all_local(self) -> None:
+        """A single node: every partition of every stored topic, led here; logs of topics that
+        no longer exist are deleted."""
+        store = self.store
+        wanted = {(t.name, p) for t in store.topics.values() for p in range(t.partitions)}
+        for tp in list(self.log_manager.logs):
+            if tp not in wanted:
+                log.warning("deleting log %s-%d: its topic no longer exists", *tp)
+                self.log_manager.delete(*tp)
+        for topic in store.topics.values():
+            self.open_local(topic)
+
+    def open_local(self, topic: Topic) -> None:
+        """A single node: the topic's partitions, led here."""
+        config = self.topic_log_config(topic.name)
+        for p in range(topic.partitions):
+            if (topic.name, p) not in self.partitions:
+                log_ = self.log_manager.get_or_create(topic.name, p, config)
+                self.partitions[(topic.name, p)] = Partition(topic.name, p, log_,
+                                                             broker_id=self.broker_id)
+
+    def open_replica(self, name: str, index: int, replicas: tuple[int, ...]) -> Partition:
+        """Cluster mode: open (or create) the log of one replica hosted here. It leads nothing
+        until the controller's state for it is applied (``Partition.leader_error``)."""
+        partition = self.partitions.get((name, index))
+        if partition is None:
+            log_ = self.log_manager.get_or_create(name, index, self.topic_log_config(name))
+            partition = Partition(name, index, log_, broker_id=self.broker_id,
+                                  replicas=replicas)
+            self.partitions[(name, index)] = partition
+        return partition
+
+    def drop_topic(self, name: str) -> None:
+        """This broker's replicas of a topic and its entry in the topic store, gone."""
+        topic = self.store.delete(name)
+        indexes = {p for t, p in list(self.log_manager.logs) + list(self.partitions) if t == name}
+        if topic is not None:
+            indexes |= set(range(topic.partitions))
+        for p in sorted(indexes):
+            self.drop_partition(name, p)
+
+    def drop_partition(self, name: str, index: int) -> None:
+        partition = self.partitions.pop((name, index), None)
+        if partition is not None:
+            partition.close()
+        self.log_manager.delete(name, index)
+        if self.on_drop is not None:
+            self.on_drop((name, index))
+
+    def apply_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        store = self.store
+        if store.get(name) is None:
+            return
+        store.set_configs(name, dict(configs))
+        config = self.topic_log_config(name)
+        for (t, _), partition in self.partitions.items():
+            if t == name:
+                partition.log.update_config(config)
+
+    # --- leadership --------------------------------------------------------------------------
+
+    def became_leader(self, name: str, index: int) -> None:
+        """Cluster mode: this broker now leads ``name``-``index``."""
+        if self.partition(name, index) is not None and self.on_leadership is not None:
+            self.on_leadership(name, index, True)
+
+    def stopped_leading(self, name: str, index: int) -> None:
+        """Cluster mode: another broker leads ``name``-``index`` now."""
+        if self.on_leadership is not None:
+            self.on_leadership(name, index, False)
+
+    def shrink_isrs(self, lag_time_max_ms: int) -> None:
+        """Followers behind for replica.lag.time.max.ms leave the ISR of the partitions this
+        broker leads (checked every tick, as Kafka checks every half of that time)."""
+        for partition in self.partitions.values():
+            if partition.replicated and partition.is_leader:
+                gone = partition.shrink_isr(lag_time_max_ms)
+                if gone:
+                    log.info("%s-%d: ISR shrinking to %s (out: %s)", partition.topic,
+                             partition.index, sorted(partition.wanted_isr), sorted(gone))
+
+    def wake_all(self) -> None:
+        """Long-polls answer now with what they have (the broker is stopping)."""
+        for partition in self.partitions.values():
+            partition.wake_waiters()
