@@ -45,7 +45,7 @@ from .processes import (
 
 UNCLEAN_WARNING = "unclean election: records may be lost"
 # A line of the controller deciding a partition's leader (controller.py logs every change).
-CONTROLLER_DECISION = re.compile(r"samsa\.cluster\.controller: \S+-\d+: leader ")
+CONTROLLER_DECISION = re.compile(r"samsa\.zk\.controller: \S+-\d+: leader ")
 
 
 @pytest.fixture
