@@ -23,7 +23,7 @@ from samsa.config import BrokerConfig, ConfigError, LogConfig
 from samsa.coordinator.group_coordinator import GroupCoordinator
 from samsa.coordinator.txn_coordinator import TransactionCoordinator
 from samsa.durable import write_atomically
-from samsa.errors import ErrorCode
+from samsa.errors import CloseConnection, ErrorCode
 from samsa.handlers import load_handlers
 from samsa.handlers.registry import APIS
 from samsa.protocol import build
@@ -34,7 +34,7 @@ from samsa.protocol.codec import (
     peek_key_and_version,
 )
 from samsa.protocol.fast import FAST_RESPONSES, encode_fast
-from samsa.server.connection import CloseConnection, Connection
+from samsa.server.connection import Connection
 from samsa.server.context import RequestContext
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.storage.log_cleaner import LogCleaner
