@@ -20,6 +20,11 @@ def kafka_name(code: int) -> str:
         return f"UNKNOWN_ERROR_CODE_{code}"
 
 
+class CloseConnection(Exception):
+    """Raised by the dispatcher or a handler when Kafka would close the connection (a bad
+    request, a failed acks=0 produce); the connection closes without an answer."""
+
+
 class KafkaError(Exception):
     """An error that maps to one Kafka error code; `str()` is the human message."""
 

@@ -185,7 +185,7 @@ class GroupCoordinator:
 
     def ensure_offsets_topic(self) -> None:
         c = self.server.config
-        self.server.ensure_internal_topic(OFFSETS_TOPIC, self.num_partitions,
+        self.server.topic_admin.ensure_internal_topic(OFFSETS_TOPIC, self.num_partitions,
                                           c.get("offsets.topic.segment.bytes"),
                                           c.get("offsets.topic.replication.factor"))
 

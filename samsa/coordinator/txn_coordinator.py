@@ -262,7 +262,7 @@ class TransactionCoordinator:
 
     def ensure_topic(self) -> None:
         c = self.server.config
-        self.server.ensure_internal_topic(
+        self.server.topic_admin.ensure_internal_topic(
             TXN_STATE_TOPIC, self.num_partitions, c.get("transaction.state.log.segment.bytes"),
             c.get("transaction.state.log.replication.factor"),
         )

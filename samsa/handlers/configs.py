@@ -360,7 +360,7 @@ def _alter(ctx: RequestContext, request: Any, new_configs: Any) -> dict[str, Any
             responses.append(_alter_result(resource, exc))
             continue
         if not validate_only:
-            server.set_topic_configs(resource.resource_name, configs)
+            server.topic_admin.set_topic_configs(resource.resource_name, configs)
         responses.append(_alter_result(resource))
     return {"throttle_time": 0, "responses": responses}
 

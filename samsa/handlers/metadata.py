@@ -55,7 +55,7 @@ def _cluster_partition(ctx: RequestContext, topic: str, index: int) -> dict[str,
     manager = ctx.server.replica_manager
     assert manager is not None
     info = manager.partitions.get((topic, index))
-    live = ctx.server.live_brokers()
+    live = ctx.server.topic_admin.live_brokers()
     if info is None or info.state is None:
         return {"error_code": ErrorCode.leader_not_available, "partition_index": index,
                 "leader_id": -1, "leader_epoch": -1,
@@ -140,7 +140,8 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
                     entries.append(_error_entry(name, ErrorCode.unknown_topic_or_partition))
                     continue
                 try:
-                    topic = server.create_topic(name, server.config.get("num.partitions"))
+                    topic = server.topic_admin.create_topic(
+                        name, server.config.get("num.partitions"))
                 except KafkaError:  # cluster mode: created meanwhile, not seen here yet
                     entries.append(_error_entry(name, ErrorCode.leader_not_available))
                     continue

@@ -46,7 +46,7 @@ def _check_manual_assignment(server: KafkaServer, broker_ids: Sequence[int]) -> 
     if not broker_ids:
         raise error(ErrorCode.invalid_replica_assignment,
                          "The manual partition assignment includes an empty replica list.")
-    live = server.live_brokers()
+    live = server.topic_admin.live_brokers()
     for broker_id, count in Counter(broker_ids).items():
         if broker_id not in live:
             raise error(
@@ -63,12 +63,7 @@ def _check_manual_assignment(server: KafkaServer, broker_ids: Sequence[int]) -> 
 
 
 def _check_replication_factor(server: KafkaServer, factor: int) -> None:
-    live = len(server.live_brokers())
-    if server.membership is None and factor != 1:
-        raise error(
-            ErrorCode.invalid_replication_factor,
-            f"Replication factor {factor} is larger than the 1 available broker.",
-        )
+    live = len(server.topic_admin.live_brokers())
     if factor > live:
         raise error(ErrorCode.invalid_replication_factor,
                     f"Replication factor: {factor} larger than available brokers: {live}.")
@@ -207,7 +202,7 @@ async def create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
                   else server.config.get("default.replication.factor"))
         if not validate_only:
             try:
-                created = server.create_topic(
+                created = server.topic_admin.create_topic(
                     name, partitions, configs, internal=name in INTERNAL_TOPICS,
                     replication_factor=factor, assignment=manual or None)
             except KafkaError as exc:  # cluster mode: created meanwhile elsewhere
@@ -290,7 +285,7 @@ async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
             continue
         doomed[topic.topic_id] = topic.name
         responses.append(_delete_result(topic.name, topic.topic_id))
-    late = await server.delete_topics(list(doomed.values()), to_ms(request.timeout))
+    late = await server.topic_admin.delete_topics(list(doomed.values()), to_ms(request.timeout))
     for response in responses:
         if response["name"] in late and response["error_code"] == ErrorCode.none:
             response["error_code"] = ErrorCode.request_timed_out
@@ -364,7 +359,7 @@ async def create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]
             assignments = None if topic.assignments is None else [
                 [int(b) for b in a.broker_ids] for a in topic.assignments]
             try:
-                await server.add_partitions(topic.name, topic.count, assignments,
+                await server.topic_admin.add_partitions(topic.name, topic.count, assignments,
                                             to_ms(request.timeout))
             except KafkaError as exc:
                 results.append(_partitions_result(topic.name, exc.code, exc.message))

@@ -15,6 +15,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from samsa.errors import CloseConnection
 from samsa.storage.log import FileRegion
 
 log = logging.getLogger(__name__)
@@ -29,10 +30,6 @@ _READ_BUFFER = 256 * 1024
 _MIN_READ = 64 * 1024
 # Responses to pipelined requests are written together, up to this many bytes.
 _MAX_BUFFERED_OUTPUT = 1024 * 1024
-
-
-class CloseConnection(Exception):
-    """Raised by the dispatcher when Kafka would close the connection (e.g. a bad request)."""
 
 
 Dispatch = Callable[[Any, "Connection"], Awaitable[list[Any] | None]]

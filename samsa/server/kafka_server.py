@@ -10,20 +10,20 @@ import base64
 import concurrent.futures
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from samsa.cluster.placement import assign_replicas
 from samsa.cluster.replicas import Replicas
-from samsa.cluster.topics import Topic, TopicStore
+from samsa.cluster.topic_admin import LocalTopicAdmin, TopicAdmin
+from samsa.cluster.topics import TopicStore
 from samsa.config import BrokerConfig, ConfigError, LogConfig
 from samsa.coordinator.group_coordinator import GroupCoordinator
 from samsa.coordinator.txn_coordinator import TransactionCoordinator
 from samsa.durable import write_atomically
-from samsa.errors import ErrorCode, KafkaError
+from samsa.errors import CloseConnection, ErrorCode
 from samsa.handlers import load_handlers
 from samsa.handlers.registry import APIS
 from samsa.protocol import build
@@ -34,7 +34,7 @@ from samsa.protocol.codec import (
     peek_key_and_version,
 )
 from samsa.protocol.fast import FAST_RESPONSES, encode_fast
-from samsa.server.connection import CloseConnection, Connection
+from samsa.server.connection import Connection
 from samsa.server.context import RequestContext
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.storage.log_cleaner import LogCleaner
@@ -43,7 +43,8 @@ from samsa.zk.controlled_shutdown import ask_controlled_shutdown
 from samsa.zk.controller import Controller
 from samsa.zk.membership import ClusterMembership
 from samsa.zk.replica_manager import ReplicaManager
-from samsa.zk.zk_data import Endpoint, ReplicaAssignment, TopicAssignment
+from samsa.zk.topic_admin import ZkTopicAdmin
+from samsa.zk.zk_data import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,11 @@ class KafkaServer:
             connect, self.config.get("zookeeper.session.timeout.ms"),
             self.config.get("zookeeper.connection.timeout.ms"), self.config.get("broker.rack"),
         )
+        self.topic_admin: TopicAdmin = (
+            LocalTopicAdmin(self.replicas, self.config.get("broker.rack"))
+            if self.membership is None else
+            ZkTopicAdmin(self.replicas, self.membership,
+                         self.config.get("default.replication.factor")))
         self.replica_manager: ReplicaManager | None = None
         self.controller: Controller | None = None
         self._servers: list[asyncio.base_events.Server] = []
@@ -189,6 +195,8 @@ class KafkaServer:
             Endpoint(a.name, a.name, a.host, a.port) for a in self.advertised
         ))
         self.replica_manager = ReplicaManager(self, membership.zk)
+        assert isinstance(self.topic_admin, ZkTopicAdmin)
+        self.topic_admin.assigned = self.replica_manager.assignments
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.replica_manager.start, loop)
 
@@ -402,53 +410,6 @@ class KafkaServer:
 
     # --- topics -----------------------------------------------------------------------------------
 
-    def live_brokers(self) -> dict[int, str | None]:
-        """Broker id -> rack of the brokers alive (this one alone on a single node)."""
-        if self.membership is None:
-            return {self.broker_id: self.config.get("broker.rack")}
-        return {b: info.rack for b, info in sorted(self.membership.brokers.items())}
-
-    def create_topic(
-        self, name: str, partitions: int, configs: Mapping[str, str] | None = None,
-        internal: bool = False, replication_factor: int | None = None,
-        assignment: Mapping[int, Sequence[int]] | None = None,
-    ) -> Topic:
-        """Create a topic and its partition logs (arguments already validated). In cluster
-        mode: its replicas placed on the live brokers (or as ``assignment`` says), written to
-        ZooKeeper; the brokers open the logs when they see it (``Topic`` returned with the id
-        written)."""
-        if self.membership is not None:
-            factor = replication_factor or self.config.get("default.replication.factor")
-            placed = assignment or assign_replicas(self.live_brokers(), partitions, factor)
-            topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
-            assignment = TopicAssignment(
-                {p: ReplicaAssignment(tuple(r)) for p, r in placed.items()}, topic.topic_id)
-            if not self.membership.zk.create_topic(name, assignment, dict(configs or {})):
-                raise KafkaError(f"Topic '{name}' already exists.",
-                                 ErrorCode.topic_already_exists)
-            return topic
-        assert self.topics is not None
-        topic = self.topics.create(name, partitions, dict(configs or {}), internal)
-        self.replicas.open_local(topic)
-        return topic
-
-    def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int,
-                              replication_factor: int = 1) -> None:
-        """A coordinator's compacted internal topic, created on first use (in cluster mode
-        with the replication factor capped by the live brokers)."""
-        assert self.topics is not None
-        if self.topics.get(name) is not None:
-            return
-        if self.replica_manager is not None and name in self.replica_manager.assignments:
-            return
-        try:
-            self.create_topic(name, partitions, {"cleanup.policy": "compact",
-                                                 "segment.bytes": str(segment_bytes)},
-                              internal=True, replication_factor=min(
-                                  replication_factor, len(self.live_brokers())))
-        except KafkaError:
-            pass  # cluster mode: another broker created it meanwhile
-
     def _leadership_changed(self, name: str, index: int, leads: bool) -> None:
         """Cluster mode: a coordinator whose state lives in ``name``-``index`` loads it when
         this broker starts leading the partition and lets it go when another broker does."""
@@ -466,77 +427,6 @@ class KafkaServer:
                 self.txn_coordinator.load_partition(partition.log)
             else:
                 self.txn_coordinator.unload_partition(index)
-
-    async def delete_topics(self, names: Sequence[str], timeout_ms: int) -> set[str]:
-        """Delete topics; the names whose deletion did not complete within ``timeout_ms``
-        (cluster mode: the controller deletes them from ZooKeeper, every broker its replicas;
-        this waits until this broker has seen it, as Kafka's DelayedDeleteTopics does)."""
-        if self.membership is None:
-            for name in names:
-                self.replicas.drop_topic(name)
-            return set()
-        zk = self.membership.zk
-        loop = asyncio.get_running_loop()
-        for name in names:
-            await loop.run_in_executor(None, zk.request_topic_deletion, name)
-        return await self._wait_until(
-            lambda: {n for n in names if self.topics is not None and self.topics.get(n)},
-            timeout_ms)
-
-    async def _wait_until(self, pending: Callable[[], set[str]], timeout_ms: int) -> set[str]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000
-        left = pending()
-        while left and loop.time() < deadline:
-            await asyncio.sleep(0.02)
-            left = pending()
-        return left
-
-    async def add_partitions(self, name: str, total: int,
-                             assignment: Sequence[Sequence[int]] | None = None,
-                             timeout_ms: int = 30000) -> None:
-        """Grow a topic to ``total`` partitions (cluster mode: new replicas placed as Kafka's
-        AdminZkClient places them, or as ``assignment`` says, written to ZooKeeper)."""
-        assert self.topics is not None
-        if self.membership is None:
-            self.topics.set_partitions(name, total)
-            topic = self.topics.get(name)
-            assert topic is not None
-            self.replicas.open_local(topic)
-            return
-        zk = self.membership.zk
-        loop = asyncio.get_running_loop()
-        found = await loop.run_in_executor(None, zk.topic_assignment_versioned, name)
-        if found is None:
-            raise KafkaError(f"Topic {name} does not exist.",
-                             ErrorCode.unknown_topic_or_partition)
-        current, version = found
-        existing = len(current.partitions)
-        if assignment is not None:
-            added = {existing + i: list(r) for i, r in enumerate(assignment)}
-        else:
-            first = current.partitions[0].replicas
-            brokers = sorted(self.live_brokers())
-            start = next((i for i, b in enumerate(brokers) if b >= first[0]), 0)
-            added = assign_replicas(self.live_brokers(), total - existing, len(first),
-                                    fixed_start_index=start, start_partition_id=existing)
-        partitions = dict(current.partitions)
-        partitions.update({p: ReplicaAssignment(tuple(r)) for p, r in added.items()})
-        new = TopicAssignment(partitions, current.topic_id)
-        if await loop.run_in_executor(None, zk.set_topic_assignment, name, new,
-                                      version) is None:
-            raise KafkaError(f"The partitions of {name} changed meanwhile; try again.",
-                             ErrorCode.reassignment_in_progress)
-        await self._wait_until(lambda: set() if (
-            t := self.topics.get(name) if self.topics else None) is None or
-            t.partitions >= total else {name}, timeout_ms)
-
-    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        """A topic's config overrides (cluster mode: in ZooKeeper, where every broker reads
-        them; applied here at once)."""
-        if self.membership is not None:
-            self.membership.zk.set_topic_configs(name, dict(configs))
-        self.replicas.apply_topic_configs(name, configs)
 
     @property
     def topics(self) -> TopicStore | None:
