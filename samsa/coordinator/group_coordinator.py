@@ -186,8 +186,8 @@ class GroupCoordinator:
     def ensure_offsets_topic(self) -> None:
         c = self.server.config
         self.server.topic_admin.ensure_internal_topic(OFFSETS_TOPIC, self.num_partitions,
-                                          c.get("offsets.topic.segment.bytes"),
-                                          c.get("offsets.topic.replication.factor"))
+                                                      c.get("offsets.topic.segment.bytes"),
+                                                      c.get("offsets.topic.replication.factor"))
 
     def load_partition(self, log: Any) -> None:
         """Cluster mode: this broker became the leader of a __consumer_offsets partition:
@@ -233,7 +233,7 @@ class GroupCoordinator:
         if self.server.membership is None:
             return True
         partition = self.server.replicas.partition(OFFSETS_TOPIC,
-                                          partition_for(group_id, self.num_partitions))
+                                                   partition_for(group_id, self.num_partitions))
         return partition is not None and partition.replicated and partition.is_leader
 
     def _write(self, group_id: str, records: list[RecordInput]) -> int:
@@ -252,7 +252,7 @@ class GroupCoordinator:
         offsets.commit.timeout.ms; None when it did, else the error the client should get
         (Kafka's: COORDINATOR_NOT_AVAILABLE on a timeout, NOT_COORDINATOR after a move)."""
         partition = self.server.replicas.partition(OFFSETS_TOPIC,
-                                          partition_for(group_id, self.num_partitions))
+                                                   partition_for(group_id, self.num_partitions))
         if partition is None or not partition.replicated:
             return None
         timeout = self.server.config.get("offsets.commit.timeout.ms") / 1000

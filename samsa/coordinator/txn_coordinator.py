@@ -185,7 +185,7 @@ class TransactionCoordinator:
         transactional id's __transaction_state partition (0 on a single node), so a partition
         refuses the markers of a coordinator that has since been replaced."""
         partition = self.server.replicas.partition(TXN_STATE_TOPIC,
-                                          partition_for(txn_id, self.num_partitions))
+                                                   partition_for(txn_id, self.num_partitions))
         return partition.leader_epoch if partition is not None and partition.replicated else 0
 
     def unload_partition(self, index: int) -> None:
@@ -281,7 +281,7 @@ class TransactionCoordinator:
         they did; NOT_COORDINATOR after a move; COORDINATOR_NOT_AVAILABLE on a timeout (the
         client retries)."""
         partition = self.server.replicas.partition(TXN_STATE_TOPIC,
-                                          partition_for(txn_id, self.num_partitions))
+                                                   partition_for(txn_id, self.num_partitions))
         if partition is None or not partition.replicated:
             return None
         if await partition.wait_replicated(partition.log.log_end_offset,
@@ -532,7 +532,7 @@ class TransactionCoordinator:
         if self.server.replica_manager is None:
             return True
         partition = self.server.replicas.partition(TXN_STATE_TOPIC,
-                                          partition_for(txn_id, self.num_partitions))
+                                                   partition_for(txn_id, self.num_partitions))
         return partition is not None and partition.is_leader
 
     async def abort_timed_out(self, at_ms: int) -> list[str]:

@@ -79,7 +79,7 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> dict[str
             result = {"error_code": ErrorCode.none, "partition": p.partition,
                       "leader_epoch": -1, "end_offset": -1}
             partition, error = ctx.server.replicas.leader_partition(topic.topic, p.partition,
-                                                           p.current_leader_epoch)
+                                                                    p.current_leader_epoch)
             if error is not None or partition is None:
                 result["error_code"] = error or ErrorCode.unknown_topic_or_partition
             else:

@@ -360,7 +360,7 @@ async def create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]
                 [int(b) for b in a.broker_ids] for a in topic.assignments]
             try:
                 await server.topic_admin.add_partitions(topic.name, topic.count, assignments,
-                                            to_ms(request.timeout))
+                                                        to_ms(request.timeout))
             except KafkaError as exc:
                 results.append(_partitions_result(topic.name, exc.code, exc.message))
                 continue
