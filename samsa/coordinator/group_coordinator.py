@@ -38,7 +38,7 @@ from samsa.records.control import read_marker
 from samsa.records.record import RecordInput, decode_records, encode_batch
 
 if TYPE_CHECKING:
-    from samsa.server.kafka_server import KafkaServer
+    from samsa.coordinator.host import CoordinatorHost
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def now_ms() -> int:
 
 
 class GroupCoordinator:
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(self, server: CoordinatorHost) -> None:
         self.server = server
         c = server.config
         self.num_partitions = c.get("offsets.topic.num.partitions")

@@ -54,7 +54,7 @@ from samsa.records.batch import iter_headers
 from samsa.records.record import RecordInput, decode_records, encode_batch
 
 if TYPE_CHECKING:
-    from samsa.server.kafka_server import KafkaServer
+    from samsa.coordinator.host import CoordinatorHost
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class TxnMetadata:
 
 
 class TransactionCoordinator:
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(self, server: CoordinatorHost) -> None:
         self.server = server
         c = server.config
         self.num_partitions = c.get("transaction.state.log.num.partitions")

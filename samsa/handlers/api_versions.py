@@ -6,8 +6,8 @@ import re
 from typing import Any
 
 from samsa.errors import ErrorCode
+from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import APIS, api
-from samsa.server.context import RequestContext
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 

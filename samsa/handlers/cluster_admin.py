@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from samsa.errors import ErrorCode, KafkaError
+from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
-from samsa.server.context import RequestContext
 from samsa.zk import reassignment
 from samsa.zk.controller import PREFERRED, Controller, NotControllerError, Outcome
 from samsa.zk.zk_data import ReplicaAssignment

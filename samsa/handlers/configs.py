@@ -12,16 +12,13 @@ ConfigType).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from samsa.cluster.topics import topic_name_problem
 from samsa.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, Key, LogConfig, Type
 from samsa.errors import ErrorCode, KafkaError, error
+from samsa.handlers.context import Broker, RequestContext
 from samsa.handlers.registry import api
-from samsa.server.context import RequestContext
-
-if TYPE_CHECKING:
-    from samsa.server.kafka_server import KafkaServer
 
 # ConfigResource.Type
 RESOURCE_TOPIC = 2
@@ -120,7 +117,7 @@ def _entry(
 
 
 def topic_config_entries(
-    server: KafkaServer,
+    server: Broker,
     overrides: Mapping[str, Any],
     names: Iterable[str] | None = None,
     include_synonyms: bool = False,
@@ -149,7 +146,7 @@ def topic_config_entries(
 
 
 def broker_config_entries(
-    server: KafkaServer,
+    server: Broker,
     names: Iterable[str] | None = None,
     include_synonyms: bool = False,
     include_documentation: bool = False,
@@ -174,7 +171,7 @@ def broker_config_entries(
     return entries
 
 
-def _check_broker_name(server: KafkaServer, name: str) -> None:
+def _check_broker_name(server: Broker, name: str) -> None:
     try:
         broker_id = int(name)
     except ValueError:
@@ -189,7 +186,7 @@ def _check_broker_name(server: KafkaServer, name: str) -> None:
         )
 
 
-def _existing_topic_overrides(server: KafkaServer, name: str) -> dict[str, str]:
+def _existing_topic_overrides(server: Broker, name: str) -> dict[str, str]:
     problem = topic_name_problem(name)
     if problem:
         raise error(ErrorCode.invalid_topic_exception, problem)
@@ -243,14 +240,14 @@ async def describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
 # --- altering ------------------------------------------------------------------------------------
 
 
-def _validate_topic_configs(server: KafkaServer, configs: Mapping[str, str]) -> None:
+def _validate_topic_configs(server: Broker, configs: Mapping[str, str]) -> None:
     try:
         LogConfig.from_props(configs, defaults=server.log_manager.defaults)
     except ConfigError as exc:
         raise error(ErrorCode.invalid_config, str(exc)) from None
 
 
-def _check_resource(server: KafkaServer, resource: Any) -> None:
+def _check_resource(server: Broker, resource: Any) -> None:
     """Checks common to both alter APIs, before the changes are looked at."""
     if resource.resource_type == RESOURCE_BROKER:
         if resource.resource_name != "":
@@ -283,7 +280,7 @@ def _alter_result(resource: Any, failure: KafkaError | None = None) -> dict[str,
     }
 
 
-def _legacy_new_configs(server: KafkaServer, resource: Any) -> dict[str, str]:
+def _legacy_new_configs(server: Broker, resource: Any) -> dict[str, str]:
     _check_resource(server, resource)
     nulls = [c.name for c in resource.configs or () if c.value is None]
     if nulls:
@@ -302,7 +299,7 @@ def _list_parts(value: str | None, key: Key) -> list[str]:
     return [part for part in (value or "").split(",") if part]
 
 
-def _incremental_new_configs(server: KafkaServer, resource: Any) -> dict[str, str]:
+def _incremental_new_configs(server: Broker, resource: Any) -> dict[str, str]:
     _check_resource(server, resource)
     nulls = [c.name for c in resource.configs or ()
              if c.config_operation != OP_DELETE and c.value is None]

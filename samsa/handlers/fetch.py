@@ -17,8 +17,8 @@ from typing import Any
 
 from samsa.cluster.partition import Partition
 from samsa.errors import ErrorCode, KafkaError
+from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
-from samsa.server.context import RequestContext
 
 READ_COMMITTED = 1
 

@@ -9,10 +9,10 @@ from typing import Any
 from samsa.coordinator.group import GroupState
 from samsa.coordinator.group_coordinator import GroupCoordinator
 from samsa.errors import ErrorCode
+from samsa.handlers.context import RequestContext
 from samsa.handlers.metadata import OPERATIONS_NOT_REQUESTED
 from samsa.handlers.registry import api
 from samsa.protocol.build import to_ms
-from samsa.server.context import RequestContext
 
 # Without ACLs every group operation is allowed: READ, DELETE, DESCRIBE.
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))

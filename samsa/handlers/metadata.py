@@ -13,8 +13,8 @@ from samsa.coordinator.group_coordinator import OFFSETS_TOPIC
 from samsa.coordinator.records import partition_for
 from samsa.coordinator.txn_coordinator import TXN_STATE_TOPIC
 from samsa.errors import ErrorCode, KafkaError
+from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
-from samsa.server.context import RequestContext
 
 NONE = ErrorCode.none
 # Kafka's "authorized operations not requested" sentinel.

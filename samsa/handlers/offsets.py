@@ -6,9 +6,9 @@ from typing import Any
 
 from samsa.cluster.partition import Partition
 from samsa.errors import ErrorCode, KafkaError
+from samsa.handlers.context import RequestContext
 from samsa.handlers.fetch import READ_COMMITTED
 from samsa.handlers.registry import api
-from samsa.server.context import RequestContext
 
 LATEST = -1
 EARLIEST = -2

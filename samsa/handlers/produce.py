@@ -18,9 +18,9 @@ from typing import Any
 
 from samsa.cluster.partition import Partition
 from samsa.errors import CloseConnection, ErrorCode, KafkaError
+from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
 from samsa.records.batch import LOG_OVERHEAD, Attr, read_header
-from samsa.server.context import RequestContext
 
 log = logging.getLogger(__name__)
 

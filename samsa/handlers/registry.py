@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from samsa.server.context import RequestContext
+    from samsa.handlers.context import RequestContext
 
 Handler = Callable[["RequestContext", Any], Awaitable[dict[str, Any] | None]]
 

@@ -1,7 +1,7 @@
 """CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
 
 One node: every partition has exactly one replica, on this broker. In cluster mode the topics
-go to ZooKeeper (KafkaServer.create_topic, delete_topics, add_partitions) and the answer waits
+go to ZooKeeper (TopicAdmin.create_topic, delete_topics, add_partitions) and the answer waits
 until this broker has seen the change. Checks and messages follow Kafka's controller
 (ReplicationControlManager and ControllerApis).
 """
@@ -11,18 +11,15 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from samsa.cluster.topics import topic_name_problem
 from samsa.config import ConfigError, LogConfig
 from samsa.errors import ErrorCode, KafkaError, error
 from samsa.handlers.configs import topic_config_entries
+from samsa.handlers.context import Broker, RequestContext
 from samsa.handlers.registry import api
 from samsa.protocol.build import to_ms
-from samsa.server.context import RequestContext
-
-if TYPE_CHECKING:
-    from samsa.server.kafka_server import KafkaServer
 
 ZERO_UUID = uuid.UUID(int=0)
 # Kafka's internal topics (org.apache.kafka.common.internals.Topic.isInternal).
@@ -42,7 +39,7 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
-def _check_manual_assignment(server: KafkaServer, broker_ids: Sequence[int]) -> None:
+def _check_manual_assignment(server: Broker, broker_ids: Sequence[int]) -> None:
     if not broker_ids:
         raise error(ErrorCode.invalid_replica_assignment,
                          "The manual partition assignment includes an empty replica list.")
@@ -62,7 +59,7 @@ def _check_manual_assignment(server: KafkaServer, broker_ids: Sequence[int]) -> 
             )
 
 
-def _check_replication_factor(server: KafkaServer, factor: int) -> None:
+def _check_replication_factor(server: Broker, factor: int) -> None:
     live = len(server.topic_admin.live_brokers())
     if factor > live:
         raise error(ErrorCode.invalid_replication_factor,
@@ -72,7 +69,7 @@ def _check_replication_factor(server: KafkaServer, factor: int) -> None:
 # --- CreateTopics --------------------------------------------------------------------------------
 
 
-def _topic_configs(server: KafkaServer, topic: Any) -> dict[str, str]:
+def _topic_configs(server: Broker, topic: Any) -> dict[str, str]:
     nulls = [c.name for c in topic.configs or () if c.value is None]
     if nulls:
         raise error(ErrorCode.invalid_config,
@@ -85,7 +82,7 @@ def _topic_configs(server: KafkaServer, topic: Any) -> dict[str, str]:
     return configs
 
 
-def _partition_count(server: KafkaServer, topic: Any) -> int:
+def _partition_count(server: Broker, topic: Any) -> int:
     """Partitions of the new topic, after checking the assignment or the counts."""
     if topic.assignments:
         if topic.replication_factor != -1:
@@ -296,7 +293,7 @@ async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
 # --- CreatePartitions ----------------------------------------------------------------------------
 
 
-def _check_new_partitions(server: KafkaServer, topic: Any, budget: int) -> int:
+def _check_new_partitions(server: Broker, topic: Any, budget: int) -> int:
     """The number of partitions to add, after Kafka's checks."""
     assert server.topics is not None
     existing = server.topics.get(topic.name)

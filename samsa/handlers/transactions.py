@@ -16,9 +16,9 @@ from samsa.coordinator.group_coordinator import OFFSETS_TOPIC
 from samsa.coordinator.records import partition_for
 from samsa.coordinator.txn_coordinator import TransactionCoordinator, now_ms, state_named
 from samsa.errors import ErrorCode, KafkaError
+from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
 from samsa.protocol.build import to_ms
-from samsa.server.context import RequestContext
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from samsa.cluster.producer_ids import ProducerIdManager
 from samsa.cluster.replicas import Replicas
 from samsa.cluster.topic_admin import LocalTopicAdmin, TopicAdmin
 from samsa.cluster.topics import TopicStore
@@ -25,6 +26,7 @@ from samsa.coordinator.txn_coordinator import TransactionCoordinator
 from samsa.durable import write_atomically
 from samsa.errors import CloseConnection, ErrorCode
 from samsa.handlers import load_handlers
+from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import APIS
 from samsa.protocol import build
 from samsa.protocol.codec import (
@@ -35,8 +37,6 @@ from samsa.protocol.codec import (
 )
 from samsa.protocol.fast import FAST_RESPONSES, encode_fast
 from samsa.server.connection import Connection
-from samsa.server.context import RequestContext
-from samsa.server.producer_ids import ProducerIdManager
 from samsa.storage.log_cleaner import LogCleaner
 from samsa.storage.manager import LogManager
 from samsa.zk.controlled_shutdown import ask_controlled_shutdown
@@ -194,7 +194,8 @@ class KafkaServer:
         await membership.register(self.broker_id, tuple(
             Endpoint(a.name, a.name, a.host, a.port) for a in self.advertised
         ))
-        self.replica_manager = ReplicaManager(self, membership.zk)
+        self.replica_manager = ReplicaManager(self.broker_id, self.config, self.replicas,
+                                              membership)
         assert isinstance(self.topic_admin, ZkTopicAdmin)
         self.topic_admin.assigned = self.replica_manager.assignments
         loop = asyncio.get_running_loop()
@@ -307,7 +308,8 @@ class KafkaServer:
         backoff = self.config.get("controlled.shutdown.retry.backoff.ms") / 1000
         for attempt in range(retries + 1):
             try:
-                remaining = await ask_controlled_shutdown(self)
+                remaining = await ask_controlled_shutdown(
+                    self.broker_id, self.membership, self.controller)
             except Exception as exc:  # no controller, or it went: try again
                 log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
                 remaining = None

@@ -9,30 +9,26 @@ controller asks its own controller directly.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
-from samsa.zk.controller import NotControllerError
-
-if TYPE_CHECKING:
-    from samsa.server.kafka_server import KafkaServer
+from samsa.zk.controller import Controller, NotControllerError
+from samsa.zk.membership import ClusterMembership
 
 ANSWER_TIMEOUT_S = 10.0
 
 
-async def ask_controlled_shutdown(server: KafkaServer) -> list[tuple[str, int]]:
+async def ask_controlled_shutdown(broker_id: int, membership: ClusterMembership,
+                                  controller: Controller | None) -> list[tuple[str, int]]:
     """The partitions this broker still leads after the controller moved what it could;
     TimeoutError when no controller answered."""
-    assert server.membership is not None and server.controller is not None
-    controller = server.controller
-    if controller.active:
+    if controller is not None and controller.active:
         try:
             return await asyncio.wrap_future(
-                controller.call(controller.controlled_shutdown, server.broker_id))
+                controller.call(controller.controlled_shutdown, broker_id))
         except NotControllerError:
             pass  # lost the controllership meanwhile: ask the new one
-    zk = server.membership.zk
+    zk = membership.zk
     loop = asyncio.get_running_loop()
-    path = await loop.run_in_executor(None, zk.request_controlled_shutdown, server.broker_id)
+    path = await loop.run_in_executor(None, zk.request_controlled_shutdown, broker_id)
     deadline = loop.time() + ANSWER_TIMEOUT_S
     while loop.time() < deadline:
         answer = await loop.run_in_executor(None, zk.controlled_shutdown_answer, path)

@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.partition import Partition
 from samsa.cluster.replica_fetcher import ReplicaFetcher
+from samsa.cluster.replicas import Replicas
 from samsa.zk.leader_election import isr_change
 from samsa.zk.zk_client import ZkClient
 from samsa.zk.zk_data import NO_LEADER, PartitionState, ReplicaAssignment, TopicAssignment
 
 if TYPE_CHECKING:
-    from samsa.server.kafka_server import KafkaServer
+    from samsa.config import BrokerConfig
+    from samsa.zk.membership import ClusterMembership
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +44,13 @@ class PartitionInfo:
 
 
 class ReplicaManager:
-    def __init__(self, server: KafkaServer, zk: ZkClient) -> None:
-        self.server = server
-        self.zk = zk
+    def __init__(self, broker_id: int, config: BrokerConfig, replicas: Replicas,
+                 membership: ClusterMembership) -> None:
+        self._broker_id = broker_id
+        self.config = config
+        self.replicas = replicas
+        self.membership = membership
+        self.zk: ZkClient = membership.zk
         self.assignments: dict[str, TopicAssignment] = {}
         self.partitions: dict[tuple[str, int], PartitionInfo] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
@@ -57,7 +63,7 @@ class ReplicaManager:
 
     @property
     def broker_id(self) -> int:
-        return self.server.broker_id
+        return self._broker_id
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Watch the topics (blocking: run it in an executor); events go to ``loop``."""
@@ -107,7 +113,7 @@ class ReplicaManager:
 
     def _drop_stale_logs(self, names: set[str],
                          found: dict[str, tuple[TopicAssignment, dict[str, str]]]) -> None:
-        store = self.server.topics
+        store = self.replicas.store
         assert store is not None
         for name, topic in list(store.topics.items()):
             known = found.get(name)
@@ -115,24 +121,23 @@ class ReplicaManager:
                                      and known[0].topic_id != topic.topic_id):
                 log.warning("deleting the local replicas of topic %s: it was deleted "
                             "(or recreated) while this broker was away", name)
-                self.server.replicas.drop_topic(name)
-        for name, index in list(self.server.log_manager.logs):
+                self.replicas.drop_topic(name)
+        for name, index in list(self.replicas.log_manager.logs):
             known = found.get(name)
             if known is None or self.broker_id not in known[0].partitions.get(
                     index, ReplicaAssignment(())).replicas:
                 if name in self.assignments:
                     continue
                 log.warning("deleting log %s-%d: not a replica of it any more", name, index)
-                self.server.replicas.drop_partition(name, index)
+                self.replicas.drop_partition(name, index)
 
     def _add_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str]) -> None:
         if name in self.assignments or self._closed:
             return
         self.assignments[name] = assignment
-        server = self.server
-        assert server.topics is not None
-        if server.topics.get(name) is None:
-            server.topics.create(name, len(assignment.partitions), configs,
+        store = self.replicas.store
+        if store.get(name) is None:
+            store.create(name, len(assignment.partitions), configs,
                                  internal=name.startswith("__"), topic_id=assignment.topic_id)
         token = object()
         self._tokens[name] = token
@@ -166,7 +171,7 @@ class ReplicaManager:
         registers its state watch (blocking)."""
         self.partitions[(name, index)] = PartitionInfo(replicas)
         if self.broker_id in replicas:
-            self.server.replicas.open_replica(name, index, replicas)
+            self.replicas.open_replica(name, index, replicas)
 
         def watch(state: PartitionState | None, version: int) -> bool:
             if self._tokens.get(name) is not token:
@@ -184,7 +189,7 @@ class ReplicaManager:
         if old.topic_id is not None and assignment.topic_id != old.topic_id:
             return  # recreated under the same name: the topics watch sees the deletion
         self.assignments[name] = assignment
-        store = self.server.topics
+        store = self.replicas.store
         assert store is not None
         if (topic := store.get(name)) is not None and topic.partitions < len(
                 assignment.partitions):
@@ -203,31 +208,31 @@ class ReplicaManager:
 
     def _replicas_changed(self, name: str, index: int, info: PartitionInfo) -> None:
         if self.broker_id in info.replicas:
-            self.server.replicas.open_replica(name, index, info.replicas)
+            self.replicas.open_replica(name, index, info.replicas)
             if info.state is not None:
                 self._apply_state(name, index, info.state, info.version, again=True)
             return
-        partition = self.server.replicas.partition(name, index)
+        partition = self.replicas.partition(name, index)
         if partition is not None:
             log.info("%s-%d: no longer a replica here: deleting the local log", name, index)
             if partition.replicated and partition.is_leader:
-                self.server.replicas.stopped_leading(name, index)
+                self.replicas.stopped_leading(name, index)
             self._stop_following(partition)
-            self.server.replicas.drop_partition(name, index)
+            self.replicas.drop_partition(name, index)
 
     def _configs_changed(self, name: str, configs: dict[str, str], token: object) -> None:
         if self._tokens.get(name) is token and not self._closed:
-            self.server.replicas.apply_topic_configs(name, configs)
+            self.replicas.apply_topic_configs(name, configs)
 
     def _remove_topic(self, name: str) -> None:
         self._tokens.pop(name, None)
         assignment = self.assignments.pop(name, None)
         for index in (assignment.partitions if assignment is not None else ()):
             self.partitions.pop((name, index), None)
-            partition = self.server.replicas.partition(name, index)
+            partition = self.replicas.partition(name, index)
             if partition is not None:
                 self._stop_following(partition)
-        self.server.replicas.drop_topic(name)
+        self.replicas.drop_topic(name)
 
     def stop_fetchers(self) -> None:
         """Controlled shutdown: stop following (the controller takes this broker out of the
@@ -250,7 +255,7 @@ class ReplicaManager:
                         index, state.controller_epoch, info.state.controller_epoch)
             return
         info.state, info.version = state, version
-        partition = self.server.replicas.partition(topic, index)
+        partition = self.replicas.partition(topic, index)
         if partition is None or self.broker_id not in info.replicas:
             return
         if state.leader == self.broker_id:
@@ -262,7 +267,7 @@ class ReplicaManager:
                 partition.on_isr_change = self._isr_changed
                 log.info("%s-%d: leading at epoch %d, ISR %s", topic, index,
                          state.leader_epoch, list(state.isr))
-                self.server.replicas.became_leader(topic, index)
+                self.replicas.became_leader(topic, index)
             else:
                 partition.isr = isr
                 partition.isr_written(isr)
@@ -273,7 +278,7 @@ class ReplicaManager:
             was_leader = partition.replicated and partition.is_leader
             partition.make_follower(state.leader, info.replicas, state.leader_epoch)
             if was_leader:
-                self.server.replicas.stopped_leading(topic, index)
+                self.replicas.stopped_leading(topic, index)
             self._stop_following(partition)
             if state.leader != NO_LEADER and not self.shutting_down:
                 self._follow(partition, state.leader, state.leader_epoch)
@@ -285,7 +290,7 @@ class ReplicaManager:
     def _follow(self, partition: Partition, leader: int, epoch: int) -> None:
         fetcher = self.fetchers.get(leader)
         if fetcher is None:
-            membership = self.server.membership
+            membership = self.membership
             info = membership.brokers.get(leader) if membership is not None else None
             endpoint = info.plaintext_endpoint() if info is not None else None
             if endpoint is None:
@@ -294,7 +299,7 @@ class ReplicaManager:
                 assert self._loop is not None
                 self._loop.call_later(0.5, self._retry_follow, partition, leader, epoch)
                 return
-            c = self.server.config
+            c = self.config
             fetcher = ReplicaFetcher(
                 self.broker_id, (endpoint.host or "127.0.0.1", endpoint.port),
                 leader_id=leader,

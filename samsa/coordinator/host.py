@@ -1,0 +1,31 @@
+"""The broker's services as the coordinators see them: ``KafkaServer`` (above the
+coordinators) satisfies ``CoordinatorHost``; the coordinators import nothing above them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # all from the coordinators' layer or below
+    from samsa.cluster.producer_ids import ProducerIdManager
+    from samsa.cluster.replicas import Replicas
+    from samsa.cluster.topic_admin import TopicAdmin
+    from samsa.cluster.topics import TopicStore
+    from samsa.config import BrokerConfig
+    from samsa.coordinator.group_coordinator import GroupCoordinator
+    from samsa.zk.membership import ClusterMembership
+    from samsa.zk.replica_manager import ReplicaManager
+
+
+class CoordinatorHost(Protocol):
+    config: BrokerConfig
+    broker_id: int
+    replicas: Replicas
+    topic_admin: TopicAdmin
+    producer_ids: ProducerIdManager | None
+    group_coordinator: GroupCoordinator | None  # the transaction coordinator completes offsets
+    # ZooKeeper mode only (None on a single node)
+    membership: ClusterMembership | None
+    replica_manager: ReplicaManager | None
+
+    @property
+    def topics(self) -> TopicStore | None: ...

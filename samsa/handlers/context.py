@@ -1,0 +1,83 @@
+"""What a handler gets besides the decoded request body: the request, the connection it came
+on, and the broker's services through ``Broker``, the narrow interface handlers may use.
+``KafkaServer`` (above the handlers) satisfies it; handlers import nothing above them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from samsa.protocol.codec import Request
+
+if TYPE_CHECKING:  # all from the layers below the handlers
+    from samsa.cluster.producer_ids import ProducerIdManager
+    from samsa.cluster.replicas import Replicas
+    from samsa.cluster.topic_admin import TopicAdmin
+    from samsa.cluster.topics import TopicStore
+    from samsa.config import BrokerConfig
+    from samsa.coordinator.group_coordinator import GroupCoordinator
+    from samsa.coordinator.txn_coordinator import TransactionCoordinator
+    from samsa.storage.manager import LogManager
+    from samsa.zk.controller import Controller
+    from samsa.zk.membership import ClusterMembership
+    from samsa.zk.replica_manager import ReplicaManager
+
+
+class Address(Protocol):
+    """A listener clients reach the broker on."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+
+class Peer(Protocol):
+    """The connection a request came on."""
+
+    peer: str
+
+
+class Broker(Protocol):
+    """The broker's services, as the handlers see them."""
+
+    config: BrokerConfig
+    broker_id: int
+    cluster_id: str
+    started: bool
+    replicas: Replicas
+    topic_admin: TopicAdmin
+    log_manager: LogManager
+    producer_ids: ProducerIdManager | None
+    group_coordinator: GroupCoordinator | None
+    txn_coordinator: TransactionCoordinator | None
+    # ZooKeeper mode only (None on a single node)
+    membership: ClusterMembership | None
+    replica_manager: ReplicaManager | None
+    controller: Controller | None
+
+    @property
+    def topics(self) -> TopicStore | None: ...
+
+    @property
+    def advertised(self) -> Sequence[Address]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    server: Broker
+    request: Request
+    connection: Peer | None
+
+    @property
+    def version(self) -> int:
+        return self.request.api_version
+
+    @property
+    def client_id(self) -> str:
+        return self.request.client_id
