@@ -13,9 +13,10 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any
 
+from samsa.config import BrokerConfig
 from samsa.coordinator.group import Group, GroupState, Member
 from samsa.coordinator.records import (
     GroupKey,
@@ -32,13 +33,11 @@ from samsa.coordinator.records import (
     encode_offset_value,
     partition_for,
 )
+from samsa.coordinator.writer import PartitionWriter
 from samsa.errors import CorruptRecordError, ErrorCode, KafkaError, error
-from samsa.records.batch import iter_headers
+from samsa.records.batch import read_header
 from samsa.records.control import read_marker
 from samsa.records.record import RecordInput, decode_records, encode_batch
-
-if TYPE_CHECKING:
-    from samsa.coordinator.host import CoordinatorHost
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +52,13 @@ def now_ms() -> int:
 
 
 class GroupCoordinator:
-    def __init__(self, server: CoordinatorHost) -> None:
-        self.server = server
-        c = server.config
+    def __init__(self, config: BrokerConfig, writer: PartitionWriter,
+                 partition_exists: Callable[[str, int], bool]) -> None:
+        """``writer`` reaches the __consumer_offsets partitions; ``partition_exists`` says
+        whether the cluster has a partition offsets are committed for."""
+        self.writer = writer
+        self.partition_exists = partition_exists
+        c = config
         self.num_partitions = c.get("offsets.topic.num.partitions")
         self.initial_delay_ms = c.get("group.initial.rebalance.delay.ms")
         self.min_session_ms = c.get("group.min.session.timeout.ms")
@@ -64,6 +67,7 @@ class GroupCoordinator:
         self.metadata_max_bytes = c.get("offset.metadata.max.bytes")
         self.retention_ms = c.get("offsets.retention.minutes") * 60_000
         self.retention_check_s = c.get("offsets.retention.check.interval.ms") / 1000
+        self.commit_timeout_s = c.get("offsets.commit.timeout.ms") / 1000
         self.groups: dict[str, Group] = {}
         # (__consumer_offsets partition, producer id) -> groups with offsets pending in that
         # producer's transaction (Kafka's openGroupsForProducer)
@@ -77,40 +81,29 @@ class GroupCoordinator:
 
     def start(self) -> None:
         """Load every group and offset from __consumer_offsets, start the expiry timer."""
-        if self.server.topics is not None and self.server.topics.get(OFFSETS_TOPIC):
-            for index in range(self.num_partitions):
-                partition = self.server.replicas.partition(OFFSETS_TOPIC, index)
-                if partition is not None:
-                    self._loading = index
-                    self._load_partition(partition.log)
-            self._loading = None
-            self._loaded_at_home.clear()
+        for index in self.writer.hosted():
+            self._loading = index
+            self._load_partition(index)
+        self._loading = None
+        self._loaded_at_home.clear()
         loop = asyncio.get_running_loop()
         for group in self.groups.values():
             for member in group.members.values():
                 member.last_heartbeat = loop.time()
         self._task = loop.create_task(self._expire_loop())
 
-    def _load_partition(self, log: Any) -> None:
-        offset = log.log_start_offset
-        index = int(log.name.rsplit("-", 1)[1])
-        while offset < log.log_end_offset:
-            region = log.read(offset, 1 << 20)
-            if region is None:
-                break
-            data = memoryview(region.read())
-            for pos, header in iter_headers(data):
-                offset = header.next_offset
-                batch = data[pos : pos + header.size]
-                if header.is_control:
-                    marker = read_marker(batch)
-                    if marker is not None:
-                        self.complete_txn_offsets(index, header.producer_id, marker.commit)
-                    continue
-                pid = header.producer_id if header.is_transactional else None
-                for record in decode_records(batch):
-                    if record.key is not None:
-                        self._apply(record.key, record.value, record.offset, pid)
+    def _load_partition(self, index: int) -> None:
+        for batch in self.writer.batches(index):
+            header = read_header(batch)
+            if header.is_control:
+                marker = read_marker(batch)
+                if marker is not None:
+                    self.complete_txn_offsets(index, header.producer_id, marker.commit)
+                continue
+            pid = header.producer_id if header.is_transactional else None
+            for record in decode_records(batch):
+                if record.key is not None:
+                    self._apply(record.key, record.value, record.offset, pid)
 
     def _apply(self, key_bytes: bytes, value: bytes | None, position: int,
                txn_pid: int | None = None) -> None:
@@ -184,20 +177,16 @@ class GroupCoordinator:
     # --- persistence -------------------------------------------------------------------------
 
     def ensure_offsets_topic(self) -> None:
-        c = self.server.config
-        self.server.topic_admin.ensure_internal_topic(OFFSETS_TOPIC, self.num_partitions,
-                                                      c.get("offsets.topic.segment.bytes"),
-                                                      c.get("offsets.topic.replication.factor"))
+        self.writer.ensure_topic()
 
-    def load_partition(self, log: Any) -> None:
+    def load_partition(self, index: int) -> None:
         """Cluster mode: this broker became the leader of a __consumer_offsets partition:
         read the groups stored there. Their members' sessions start now (as Kafka schedules
         every loaded member's heartbeat expiration): they have been heartbeating to the
         previous coordinator, not to this one."""
-        index = int(log.name.rsplit("-", 1)[1])
         self._loading = index
         try:
-            self._load_partition(log)
+            self._load_partition(index)
         finally:
             self._loading = None
             self._loaded_at_home.clear()
@@ -230,11 +219,7 @@ class GroupCoordinator:
         only while it leads the group's __consumer_offsets partition. Elsewhere a group
         request is answered NOT_COORDINATOR (the client finds the coordinator again), never
         from a state that another broker now owns or that this broker never loaded."""
-        if self.server.membership is None:
-            return True
-        partition = self.server.replicas.partition(OFFSETS_TOPIC,
-                                                   partition_for(group_id, self.num_partitions))
-        return partition is not None and partition.replicated and partition.is_leader
+        return self.writer.owns(partition_for(group_id, self.num_partitions))
 
     def _write(self, group_id: str, records: list[RecordInput]) -> int:
         """Append records to the group's __consumer_offsets partition (acks=all on one node);
@@ -243,24 +228,15 @@ class GroupCoordinator:
             return -1
         self.ensure_offsets_topic()
         index = partition_for(group_id, self.num_partitions)
-        partition = self.server.replicas.coordinator_partition(OFFSETS_TOPIC, index)
-        return partition.append(encode_batch(records, timestamp=now_ms())).first_offset
+        return self.writer.append(index, encode_batch(records, timestamp=now_ms()))
 
     async def wait_replicated(self, group_id: str) -> ErrorCode | None:
         """Cluster mode: wait until what was written for the group reached the ISR of its
         __consumer_offsets partition (Kafka's offsets.commit.required.acks=-1), at most
         offsets.commit.timeout.ms; None when it did, else the error the client should get
         (Kafka's: COORDINATOR_NOT_AVAILABLE on a timeout, NOT_COORDINATOR after a move)."""
-        partition = self.server.replicas.partition(OFFSETS_TOPIC,
-                                                   partition_for(group_id, self.num_partitions))
-        if partition is None or not partition.replicated:
-            return None
-        timeout = self.server.config.get("offsets.commit.timeout.ms") / 1000
-        if await partition.wait_replicated(partition.log.log_end_offset, timeout):
-            return None
-        if partition.closed or not partition.is_leader:
-            return ErrorCode.not_coordinator
-        return ErrorCode.coordinator_not_available
+        return await self.writer.wait_replicated(partition_for(group_id, self.num_partitions),
+                                                 self.commit_timeout_s)
 
     def _group_record(self, group: Group) -> RecordInput:
         members = [
@@ -706,7 +682,7 @@ class GroupCoordinator:
         records = []
         stamp = now_ms()
         for topic, partition, offset, epoch, metadata in offsets:
-            if not self.server.replicas.partition_exists(topic, partition):  # hosted here or not
+            if not self.partition_exists(topic, partition):  # hosted here or not
                 results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
                 continue
             if metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
@@ -765,11 +741,10 @@ class GroupCoordinator:
         if records:
             self.ensure_offsets_topic()
             index = partition_for(group_id, self.num_partitions)
-            partition = self.server.replicas.coordinator_partition(OFFSETS_TOPIC, index)
             batch = encode_batch(records, timestamp=now_ms(), producer_id=producer_id,
                                  producer_epoch=producer_epoch, transactional=True)
             try:
-                first = partition.append(batch, internal=True).first_offset
+                first = self.writer.append(index, batch, internal=True)
             except KafkaError as exc:  # a fenced producer epoch
                 return {tp: (exc.code if code == ErrorCode.none else code)
                         for tp, code in results.items()}
@@ -827,7 +802,7 @@ class GroupCoordinator:
         results: dict[tuple[str, int], ErrorCode] = {}
         records = []
         for topic, partition in partitions:
-            if not self.server.replicas.partition_exists(topic, partition):
+            if not self.partition_exists(topic, partition):
                 results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
                 continue
             if subscribed is None or topic in subscribed:

@@ -49,8 +49,9 @@ from samsa.coordinator.txn_records import (
     encode_txn_key,
     encode_txn_value,
 )
+from samsa.coordinator.writer import PartitionWriter
 from samsa.errors import CorruptRecordError, ErrorCode, KafkaError
-from samsa.records.batch import iter_headers
+from samsa.records.batch import read_header
 from samsa.records.record import RecordInput, decode_records, encode_batch
 
 if TYPE_CHECKING:
@@ -139,8 +140,11 @@ class TxnMetadata:
 
 
 class TransactionCoordinator:
-    def __init__(self, server: CoordinatorHost) -> None:
+    def __init__(self, server: CoordinatorHost, writer: PartitionWriter) -> None:
+        """``writer`` reaches the __transaction_state partitions; ``server`` the rest of the
+        broker (producer ids, the group coordinator, the partitions markers go to)."""
         self.server = server
+        self.writer = writer
         c = server.config
         self.num_partitions = c.get("transaction.state.log.num.partitions")
         self.max_timeout_ms = c.get("transaction.max.timeout.ms")
@@ -161,12 +165,8 @@ class TransactionCoordinator:
     async def start(self) -> None:
         """Replay __transaction_state, finish transactions a crash left half-ended, start the
         timeout timer. Runs after the group coordinator has loaded (markers reach it)."""
-        topics = self.server.topics
-        if topics is not None and topics.get(TXN_STATE_TOPIC) is not None:
-            for index in range(self.num_partitions):
-                partition = self.server.replicas.partition(TXN_STATE_TOPIC, index)
-                if partition is not None:
-                    self._load_partition(partition.log)
+        for index in self.writer.hosted():
+            self._load_partition(index)
         await self.complete_prepared()
         self._task = asyncio.get_running_loop().create_task(self._timer())
 
@@ -184,9 +184,7 @@ class TransactionCoordinator:
         """The epoch markers carry, as Kafka's coordinator epoch: the leader epoch of the
         transactional id's __transaction_state partition (0 on a single node), so a partition
         refuses the markers of a coordinator that has since been replaced."""
-        partition = self.server.replicas.partition(TXN_STATE_TOPIC,
-                                                   partition_for(txn_id, self.num_partitions))
-        return partition.leader_epoch if partition is not None and partition.replicated else 0
+        return self.writer.leader_epoch(partition_for(txn_id, self.num_partitions))
 
     def unload_partition(self, index: int) -> None:
         """Cluster mode: this broker stopped leading a __transaction_state partition: its
@@ -194,28 +192,18 @@ class TransactionCoordinator:
         for txn_id in [t for t in self.txns if partition_for(t, self.num_partitions) == index]:
             del self.txns[txn_id]
 
-    def load_partition(self, log_: object) -> None:
+    def load_partition(self, index: int) -> None:
         """Cluster mode: this broker became the leader of a __transaction_state partition."""
-        self._load_partition(log_)
+        self._load_partition(index)
         asyncio.ensure_future(self.complete_prepared())
 
-    def _load_partition(self, log_: object) -> None:
-        from samsa.storage.log import Log
-
-        assert isinstance(log_, Log)
-        offset = log_.log_start_offset
-        while offset < log_.log_end_offset:
-            region = log_.read(offset, 1 << 20)
-            if region is None:
-                break
-            data = memoryview(region.read())
-            for pos, header in iter_headers(data):
-                offset = header.next_offset
-                if header.is_control:
-                    continue
-                for record in decode_records(data[pos : pos + header.size]):
-                    if record.key is not None:
-                        self._apply(record.key, record.value)
+    def _load_partition(self, index: int) -> None:
+        for batch in self.writer.batches(index):
+            if read_header(batch).is_control:
+                continue
+            for record in decode_records(batch):
+                if record.key is not None:
+                    self._apply(record.key, record.value)
 
     def _apply(self, key: bytes, value: bytes | None) -> None:
         try:
@@ -261,18 +249,13 @@ class TransactionCoordinator:
     # --- persistence -------------------------------------------------------------------------
 
     def ensure_topic(self) -> None:
-        c = self.server.config
-        self.server.topic_admin.ensure_internal_topic(
-            TXN_STATE_TOPIC, self.num_partitions, c.get("transaction.state.log.segment.bytes"),
-            c.get("transaction.state.log.replication.factor"),
-        )
+        self.writer.ensure_topic()
 
     def _write(self, txn_id: str, value: bytes | None) -> None:
         self.ensure_topic()
-        partition = self.server.replicas.coordinator_partition(
-            TXN_STATE_TOPIC, partition_for(txn_id, self.num_partitions))
-        partition.append(encode_batch([RecordInput(value, encode_txn_key(txn_id))],
-                                      timestamp=now_ms()))
+        self.writer.append(partition_for(txn_id, self.num_partitions),
+                           encode_batch([RecordInput(value, encode_txn_key(txn_id))],
+                                        timestamp=now_ms()))
 
     async def durable(self, txn_id: str) -> ErrorCode | None:
         """Cluster mode: wait until the id's state records reached the ISR of its
@@ -280,16 +263,8 @@ class TransactionCoordinator:
         answered: a new coordinator must find every state a client was told about. None when
         they did; NOT_COORDINATOR after a move; COORDINATOR_NOT_AVAILABLE on a timeout (the
         client retries)."""
-        partition = self.server.replicas.partition(TXN_STATE_TOPIC,
-                                                   partition_for(txn_id, self.num_partitions))
-        if partition is None or not partition.replicated:
-            return None
-        if await partition.wait_replicated(partition.log.log_end_offset,
-                                           STATE_REPLICATION_TIMEOUT_S):
-            return None
-        if partition.closed or not partition.is_leader:
-            return ErrorCode.not_coordinator
-        return ErrorCode.coordinator_not_available
+        return await self.writer.wait_replicated(partition_for(txn_id, self.num_partitions),
+                                                 STATE_REPLICATION_TIMEOUT_S)
 
     def _store(self, meta: TxnMetadata, state: TxnState) -> None:
         """Move to ``state`` (along TXN_TRANSITIONS) and persist it (the log append is the
@@ -529,11 +504,7 @@ class TransactionCoordinator:
 
     def _coordinates(self, txn_id: str) -> bool:
         """Whether this broker is the transactional id's coordinator."""
-        if self.server.replica_manager is None:
-            return True
-        partition = self.server.replicas.partition(TXN_STATE_TOPIC,
-                                                   partition_for(txn_id, self.num_partitions))
-        return partition is not None and partition.is_leader
+        return self.writer.owns(partition_for(txn_id, self.num_partitions))
 
     async def abort_timed_out(self, at_ms: int) -> list[str]:
         """Abort (and fence) every transaction open for longer than its timeout."""

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from samsa.cluster.partition_writer import LogPartitionWriter
 from samsa.cluster.producer_ids import ProducerIdManager
 from samsa.cluster.replicas import Replicas
 from samsa.cluster.topic_admin import LocalTopicAdmin, TopicAdmin
 from samsa.cluster.topics import TopicStore
 from samsa.config import BrokerConfig, ConfigError, LogConfig
-from samsa.coordinator.group_coordinator import GroupCoordinator
-from samsa.coordinator.txn_coordinator import TransactionCoordinator
+from samsa.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
+from samsa.coordinator.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from samsa.durable import write_atomically
 from samsa.errors import CloseConnection, ErrorCode
 from samsa.handlers import load_handlers
@@ -149,10 +150,20 @@ class KafkaServer:
         if self.membership is None:  # cluster mode: the replica manager opens the replicas
             self.replicas.open_all_local()
         self._start_cleaner(asyncio.get_running_loop())
-        self.group_coordinator = GroupCoordinator(self)
+        c = self.config
+        self.group_coordinator = GroupCoordinator(c, LogPartitionWriter(
+            self.replicas, self.topic_admin, OFFSETS_TOPIC,
+            c.get("offsets.topic.num.partitions"), c.get("offsets.topic.segment.bytes"),
+            c.get("offsets.topic.replication.factor"), single_node=self.membership is None,
+        ), self.replicas.partition_exists)
         self.group_coordinator.start()
         # after the groups: completing a half-ended transaction reaches their offsets
-        self.txn_coordinator = TransactionCoordinator(self)
+        self.txn_coordinator = TransactionCoordinator(self, LogPartitionWriter(
+            self.replicas, self.topic_admin, TXN_STATE_TOPIC,
+            c.get("transaction.state.log.num.partitions"),
+            c.get("transaction.state.log.segment.bytes"),
+            c.get("transaction.state.log.replication.factor"), single_node=self.membership is None,
+        ))
         await self.txn_coordinator.start()
         loop = asyncio.get_running_loop()
         max_request = self.config.get("socket.request.max.bytes")
@@ -417,16 +428,12 @@ class KafkaServer:
         this broker starts leading the partition and lets it go when another broker does."""
         if name == "__consumer_offsets" and self.group_coordinator is not None:
             if leads:
-                partition = self.replicas.partition(name, index)
-                assert partition is not None
-                self.group_coordinator.load_partition(partition.log)
+                self.group_coordinator.load_partition(index)
             else:
                 self.group_coordinator.unload_partition(index)
         elif name == "__transaction_state" and self.txn_coordinator is not None:
             if leads:
-                partition = self.replicas.partition(name, index)
-                assert partition is not None
-                self.txn_coordinator.load_partition(partition.log)
+                self.txn_coordinator.load_partition(index)
             else:
                 self.txn_coordinator.unload_partition(index)
 
