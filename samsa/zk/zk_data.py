@@ -14,14 +14,13 @@ read or write has a path helper here and an ``encode_*`` (dataclass -> bytes) / 
 * ``/config/<entity type>/<entity>``: ``{"version":1,"config":{"k":"v"}}``
 * ``/config/changes/config_change_<seq>``: ``{"version":2,"entity_path":"topics/<t>"}``
 * ``/admin/delete_topics/<topic>``: no data
-* ``/admin/reassign_partitions``: ``{"version":1,"partitions":[{"topic":..,"partition":..,
-  "replicas":[..]}]}``
-* ``/admin/preferred_replica_election``, ``/isr_change_notification/isr_change_<seq>``:
-  ``{"version":1,"partitions":[{"topic":..,"partition":..}]}``
-* ``/log_dir_event_notification/log_dir_event_<seq>``: ``{"version":1,"broker":N,"event":1}``
 * ``/brokers/seqid``: no data; its zk version is the last broker id generated
 * ``/latest_producer_id_block``: ``{"version":1,"broker":N,"block_start":"0",
   "block_end":"999"}``, empty until the first block is taken
+
+The znodes samsa does not use (the pre-KIP-455 ``/admin/reassign_partitions``,
+``/admin/preferred_replica_election``, ISR change and log dir event notifications) have their
+paths among the persistent paths a broker creates, as Kafka's do, but no formats here.
 
 Encoders write the fields Kafka 3.x writes as compact JSON (Jackson's form: no spaces,
 non-ASCII as UTF-8). Key order carries no meaning (Kafka's own maps iterate in hash order) and
@@ -44,7 +43,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,11 +65,9 @@ __all__ = [
     "FEATURE_PATH",
     "INITIAL_CONTROLLER_EPOCH",
     "ISR_CHANGE_NOTIFICATION_PATH",
-    "ISR_CHANGE_PREFIX",
     "LEADER_RECOVERY_RECOVERED",
     "LEADER_RECOVERY_RECOVERING",
     "LOG_DIR_EVENT_NOTIFICATION_PATH",
-    "LOG_DIR_EVENT_PREFIX",
     "NO_LEADER",
     "PERSISTENT_ZK_PATHS",
     "PREFERRED_REPLICA_ELECTION_PATH",
@@ -89,7 +86,6 @@ __all__ = [
     "ProducerIdBlock",
     "ReplicaAssignment",
     "TopicAssignment",
-    "TopicPartition",
     "ZkDataError",
     "broker_path",
     "config_change_create_path",
@@ -101,12 +97,8 @@ __all__ = [
     "decode_controller",
     "decode_controller_epoch",
     "decode_entity_config",
-    "decode_isr_change",
-    "decode_log_dir_event",
     "decode_partition_state",
-    "decode_preferred_replica_election",
     "decode_producer_id_block",
-    "decode_reassign_partitions",
     "decode_topic_assignment",
     "delete_topic_path",
     "encode_broker_info",
@@ -116,21 +108,14 @@ __all__ = [
     "encode_controller_epoch",
     "encode_delete_topic",
     "encode_entity_config",
-    "encode_isr_change",
-    "encode_log_dir_event",
     "encode_partition_state",
-    "encode_preferred_replica_election",
     "encode_producer_id_block",
-    "encode_reassign_partitions",
     "encode_topic_assignment",
-    "isr_change_path",
     "kafka_uuid_from_string",
     "kafka_uuid_to_string",
-    "log_dir_event_path",
     "partition_path",
     "partition_state_path",
     "partitions_path",
-    "sequence_number",
     "topic_config_path",
     "topic_path",
 ]
@@ -163,9 +148,7 @@ DELETE_TOPICS_PATH = f"{ADMIN_PATH}/delete_topics"
 REASSIGN_PARTITIONS_PATH = f"{ADMIN_PATH}/reassign_partitions"
 PREFERRED_REPLICA_ELECTION_PATH = f"{ADMIN_PATH}/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
-ISR_CHANGE_PREFIX = "isr_change_"
 LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
-LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 
 #: Kafka's ConfigType.ALL (3.x): the entity types with a ``/config/<type>`` node.
@@ -189,7 +172,6 @@ NO_LEADER = -1  # LeaderAndIsr.NoLeader
 LEADER_RECOVERY_RECOVERED = 0  # LeaderRecoveryState (KIP-704)
 LEADER_RECOVERY_RECOVERING = 1
 PRODUCER_ID_BLOCK_SIZE = 1000  # ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
-LOG_DIR_FAILURE_EVENT = 1
 
 #: SecurityProtocol names (Kafka's enum; ``TRACE`` is long gone).
 SECURITY_PROTOCOLS: tuple[str, ...] = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -252,26 +234,6 @@ def config_change_create_path() -> str:
 def delete_topic_path(topic: str) -> str:
     """``/admin/delete_topics/<topic>``: marks the topic for deletion (no data)."""
     return f"{DELETE_TOPICS_PATH}/{_name('topic', topic)}"
-
-
-def isr_change_path(sequence: str = "") -> str:
-    """``/isr_change_notification/isr_change_<sequence>``; with no sequence, the create path of
-    a PERSISTENT_SEQUENTIAL node."""
-    return f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}{sequence}"
-
-
-def log_dir_event_path(sequence: str = "") -> str:
-    """``/log_dir_event_notification/log_dir_event_<sequence>`` (create path without one)."""
-    return f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}{sequence}"
-
-
-def sequence_number(path: str, prefix: str) -> str:
-    """The sequence suffix of a sequential node (``.../isr_change_0000000003`` -> ``0000000003``),
-    as Kafka takes it: everything after the last occurrence of ``prefix``."""
-    i = path.rfind(prefix)
-    if i < 0:
-        raise ValueError(f"{path!r} is not a sequential node with prefix {prefix!r}")
-    return path[i + len(prefix):]
 
 
 # --------------------------------------------------------------------------------------------
@@ -985,115 +947,13 @@ def decode_config_change(data: bytes, *, path: str = f"{CONFIG_CHANGES_PATH}/"
 
 
 # --------------------------------------------------------------------------------------------
-# /admin/*, /isr_change_notification/*, /log_dir_event_notification/*
+# /admin/delete_topics/*
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
-    """A topic name and partition id."""
-
-    topic: str
-    partition: int
 
 
 def encode_delete_topic() -> bytes:
     """``/admin/delete_topics/<topic>`` carries no data (Kafka creates it with null)."""
     return b""
-
-
-def _tp_json(tp: TopicPartition) -> dict[str, Any]:
-    if not isinstance(tp.topic, str) or not tp.topic:
-        raise ValueError(f"bad topic name {tp.topic!r}")
-    return {"topic": tp.topic, "partition": _check_int32(tp.partition, "partition")}
-
-
-def _read_tp(v: Any, r: _Reader, key: str) -> tuple[TopicPartition, _Reader]:
-    if not isinstance(v, dict):
-        raise r.fail(f"expected a JSON object, got {_kind(v)}", key)
-    e = _Reader(v, r.path, key)
-    topic = e.string("topic")
-    if not topic:
-        raise e.fail("empty topic name", "topic")
-    return TopicPartition(topic, e.int32("partition")), e
-
-
-def _encode_partition_set(partitions: Iterable[TopicPartition]) -> bytes:
-    return _dump({"version": 1, "partitions": [_tp_json(tp) for tp in sorted(set(partitions))]})
-
-
-def _decode_partition_set(data: bytes, path: str) -> frozenset[TopicPartition]:
-    r = _parse(data, path)
-    r.version((1,))
-    return frozenset(_read_tp(v, r, f"partitions[{i}]")[0]
-                     for i, v in enumerate(r.array("partitions")))
-
-
-def encode_reassign_partitions(reassignment: Mapping[TopicPartition, Sequence[int]]) -> bytes:
-    """``/admin/reassign_partitions`` (deprecated since 2.4 in favour of the
-    AlterPartitionReassignments API): ``{"version":1,"partitions":[{"topic":"t","partition":0,
-    "replicas":[1,2]}]}``, sorted by topic and partition."""
-    return _dump({"version": 1, "partitions": [
-        {**_tp_json(tp), "replicas": [_check_int32(x, "replica") for x in reassignment[tp]]}
-        for tp in sorted(reassignment)]})
-
-
-def decode_reassign_partitions(data: bytes, *, path: str = REASSIGN_PARTITIONS_PATH
-                               ) -> dict[TopicPartition, tuple[int, ...]]:
-    """ReassignPartitionsZNode.decode: the target replicas of each partition. A partition listed
-    twice is an error."""
-    r = _parse(data, path)
-    r.version((1,))
-    result: dict[TopicPartition, tuple[int, ...]] = {}
-    for i, v in enumerate(r.array("partitions")):
-        key = f"partitions[{i}]"
-        tp, e = _read_tp(v, r, key)
-        if tp in result:
-            raise r.fail(f"{tp.topic}-{tp.partition} is listed twice", key)
-        result[tp] = e.int_list("replicas")
-    return result
-
-
-def encode_preferred_replica_election(partitions: Iterable[TopicPartition]) -> bytes:
-    """``/admin/preferred_replica_election``: ``{"version":1,"partitions":[{"topic":"t",
-    "partition":0}]}`` (a set: sorted, without duplicates)."""
-    return _encode_partition_set(partitions)
-
-
-def decode_preferred_replica_election(data: bytes, *, path: str = PREFERRED_REPLICA_ELECTION_PATH
-                                      ) -> frozenset[TopicPartition]:
-    """PreferredReplicaElectionZNode.decode: the partitions to move to their preferred leader."""
-    return _decode_partition_set(data, path)
-
-
-def encode_isr_change(partitions: Iterable[TopicPartition]) -> bytes:
-    """An ``isr_change_`` notification: ``{"version":1,"partitions":[{"topic":"t",
-    "partition":0}]}`` (a set: sorted, without duplicates)."""
-    return _encode_partition_set(partitions)
-
-
-def decode_isr_change(data: bytes, *, path: str = f"{ISR_CHANGE_NOTIFICATION_PATH}/"
-                                                  f"{ISR_CHANGE_PREFIX}<seq>"
-                      ) -> frozenset[TopicPartition]:
-    """IsrChangeNotificationSequenceZNode.decode: the partitions whose ISR changed."""
-    return _decode_partition_set(data, path)
-
-
-def encode_log_dir_event(broker_id: int) -> bytes:
-    """A ``log_dir_event_`` notification: ``{"version":1,"broker":N,"event":1}`` (a log dir of
-    that broker failed; 1 is the only event)."""
-    return _dump({"version": 1, "broker": _check_int32(broker_id, "broker id"),
-                  "event": LOG_DIR_FAILURE_EVENT})
-
-
-def decode_log_dir_event(data: bytes, *, path: str = f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/"
-                                                     f"{LOG_DIR_EVENT_PREFIX}<seq>") -> int:
-    """The broker id of a log dir failure notification."""
-    r = _parse(data, path)
-    r.version((1,))
-    if r.has("event") and r.int32("event") != LOG_DIR_FAILURE_EVENT:
-        raise r.fail(f"unknown event {r.obj['event']}", "event")
-    return r.int32("broker")
 
 
 # --------------------------------------------------------------------------------------------

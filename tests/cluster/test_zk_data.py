@@ -25,13 +25,11 @@ from samsa.zk.zk_data import (
     ProducerIdBlock,
     ReplicaAssignment,
     TopicAssignment,
-    TopicPartition,
     ZkDataError,
 )
 
 TOPIC_ID = zk.kafka_uuid_from_string("jYQbHmaVS1K8R1QtVqSO4Q")
 PLAINTEXT = Endpoint("PLAINTEXT", "PLAINTEXT", "localhost", 9092)
-
 
 
 def same_json(encoded: bytes, expected: bytes) -> bool:
@@ -57,15 +55,8 @@ def test_paths() -> None:
     assert zk.delete_topic_path("orders") == "/admin/delete_topics/orders"
     assert zk.REASSIGN_PARTITIONS_PATH == "/admin/reassign_partitions"
     assert zk.PREFERRED_REPLICA_ELECTION_PATH == "/admin/preferred_replica_election"
-    assert zk.isr_change_path() == "/isr_change_notification/isr_change_"
-    assert zk.isr_change_path("0000000007") == "/isr_change_notification/isr_change_0000000007"
-    assert zk.log_dir_event_path() == "/log_dir_event_notification/log_dir_event_"
     assert zk.BROKER_SEQID_PATH == "/brokers/seqid"
     assert zk.PRODUCER_ID_BLOCK_PATH == "/latest_producer_id_block"
-    assert zk.sequence_number("/config/changes/config_change_0000000012",
-                              zk.CONFIG_CHANGE_PREFIX) == "0000000012"
-    with pytest.raises(ValueError):
-        zk.sequence_number("/config/changes/other", zk.CONFIG_CHANGE_PREFIX)
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", ".", ".."])
@@ -350,35 +341,6 @@ def test_delete_topic_has_no_data() -> None:
     assert zk.encode_delete_topic() == b""
 
 
-def test_reassign_partitions() -> None:
-    raw = (b'{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[1,2]},'
-           b'{"topic":"orders","partition":1,"replicas":[2,3]}]}')
-    r = zk.decode_reassign_partitions(raw)
-    assert r == {TopicPartition("orders", 0): (1, 2), TopicPartition("orders", 1): (2, 3)}
-    assert zk.encode_reassign_partitions(r) == raw
-    # kafka-reassign-partitions.sh's own file format has log_dirs; extra fields are ignored
-    with_dirs = (b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1],'
-                 b'"log_dirs":["any"]}]}')
-    assert zk.decode_reassign_partitions(with_dirs) == {TopicPartition("t", 0): (1,)}
-
-
-def test_preferred_replica_election_and_isr_change() -> None:
-    raw = b'{"version":1,"partitions":[{"topic":"a","partition":0},{"topic":"b","partition":3}]}'
-    expected = frozenset({TopicPartition("a", 0), TopicPartition("b", 3)})
-    assert zk.decode_preferred_replica_election(raw) == expected
-    assert zk.decode_isr_change(raw) == expected
-    assert zk.encode_preferred_replica_election([TopicPartition("b", 3), TopicPartition("a", 0),
-                                                 TopicPartition("a", 0)]) == raw
-    assert zk.encode_isr_change(expected) == raw
-    assert zk.decode_isr_change(b'{"version":1,"partitions":[]}') == frozenset()
-
-
-def test_log_dir_event() -> None:
-    raw = b'{"version":1,"broker":2,"event":1}'
-    assert zk.encode_log_dir_event(2) == raw
-    assert zk.decode_log_dir_event(raw) == 2
-
-
 def test_producer_id_block() -> None:
     raw = b'{"version":1,"broker":1,"block_start":"0","block_end":"999"}'
     b = ProducerIdBlock(1, 0, 999)
@@ -445,18 +407,6 @@ def test_controller_round_trip(c: ControllerInfo) -> None:
     assert zk.decode_controller(zk.encode_controller(c)) == c
 
 
-@given(st.dictionaries(st.builds(TopicPartition, _names, _ids), st.lists(_ids, max_size=4)
-                       .map(tuple), max_size=10))
-def test_reassign_round_trip(r: dict[TopicPartition, tuple[int, ...]]) -> None:
-    assert zk.decode_reassign_partitions(zk.encode_reassign_partitions(r)) == r
-
-
-@given(st.frozensets(st.builds(TopicPartition, _names, _i32), max_size=10))
-def test_partition_set_round_trip(tps: frozenset[TopicPartition]) -> None:
-    assert zk.decode_isr_change(zk.encode_isr_change(tps)) == tps
-    assert zk.decode_preferred_replica_election(zk.encode_preferred_replica_election(tps)) == tps
-
-
 @given(_i32)
 def test_controller_epoch_round_trip(epoch: int) -> None:
     assert zk.decode_controller_epoch(zk.encode_controller_epoch(epoch)) == epoch
@@ -474,10 +424,6 @@ DECODERS: dict[str, Decoder] = {
     "state": zk.decode_partition_state,
     "config": zk.decode_entity_config,
     "config_change": zk.decode_config_change,
-    "reassign": zk.decode_reassign_partitions,
-    "preferred": zk.decode_preferred_replica_election,
-    "isr_change": zk.decode_isr_change,
-    "log_dir_event": zk.decode_log_dir_event,
     "producer_id_block": zk.decode_producer_id_block,
 }
 
@@ -567,16 +513,6 @@ MALFORMED: list[tuple[str, bytes, str]] = [
     ("config_change", b'{"version":1,"entity_type":"users","entity_name":"a"}',
      "field 'entity_type'"),
     ("config_change", b'{"version":3,"entity_path":"topics/t"}', "unsupported version 3"),
-    ("reassign", b'{"version":1,"partitions":[{"topic":"t","partition":0}]}',
-     "field 'partitions[0].replicas': missing"),
-    ("reassign", b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},'
-                 b'{"topic":"t","partition":0,"replicas":[2]}]}', "listed twice"),
-    ("reassign", b'{"version":1,"partitions":{}}', "field 'partitions': expected a JSON array"),
-    ("preferred", b'{"version":1,"partitions":[{"topic":"t"}]}',
-     "/admin/preferred_replica_election: field 'partitions[0].partition': missing"),
-    ("isr_change", b'{"version":1,"partitions":[3]}', "field 'partitions[0]'"),
-    ("isr_change", b'{"version":1,"partitions":[{"topic":"","partition":0}]}', "empty topic"),
-    ("log_dir_event", b'{"version":1,"broker":1,"event":2}', "unknown event"),
     ("producer_id_block", b'{"version":1,"broker":1,"block_start":0,"block_end":"999"}',
      "field 'block_start': expected a string"),
     ("producer_id_block", b'{"version":1,"broker":1,"block_start":"1000","block_end":"999"}',
