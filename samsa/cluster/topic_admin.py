@@ -1,8 +1,9 @@
 """Topic administration: create, delete, grow and configure topics, the coordinators' internal
-topics, and the live brokers. One interface with two implementations, chosen once when the
-broker is built: ``LocalTopicAdmin`` here (a single node is a cluster of one) and
-``samsa.zk.topic_admin.ZkTopicAdmin`` (through ZooKeeper, as Kafka's AdminZkClient). Handlers
-and coordinators ask the interface and never the mode.
+topics, and what Metadata and FindCoordinator tell clients of the cluster (its brokers, its
+controller, each partition's leader and replicas). One interface with two implementations,
+chosen once when the broker is built: ``LocalTopicAdmin`` here (a single node is a cluster of
+one) and ``samsa.zk.topic_admin.ZkTopicAdmin`` (through ZooKeeper, as Kafka's AdminZkClient and
+metadata cache). Handlers and coordinators ask the interface and never the mode.
 """
 
 from __future__ import annotations
@@ -10,10 +11,32 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from samsa.cluster.replicas import Replicas
 from samsa.cluster.topics import Topic
 from samsa.errors import KafkaError
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A broker as clients reach it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """A partition as Metadata describes it (leader -1: none known, LEADER_NOT_AVAILABLE)."""
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...] = ()
 
 
 class TopicAdmin(ABC):
@@ -46,6 +69,24 @@ class TopicAdmin(ABC):
     @abstractmethod
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """A topic's config overrides, applied here at once (and everywhere in a cluster)."""
+
+    @abstractmethod
+    def nodes(self) -> list[Node]:
+        """The brokers clients may connect to."""
+
+    @abstractmethod
+    def controller_id(self) -> int:
+        """The controller's broker id (-1: none known)."""
+
+    @abstractmethod
+    def describe_partition(self, topic: str, index: int) -> PartitionView:
+        """What Metadata says of a partition."""
+
+    @abstractmethod
+    def coordinator_node(self, topic: str, index: int) -> tuple[Node | None, str]:
+        """The broker that coordinates what lives in an internal topic's partition (its
+        leader), or None and why (COORDINATOR_NOT_AVAILABLE; the topic is created on first
+        use)."""
 
     def is_being_created(self, name: str) -> bool:
         """A topic whose creation is under way but not yet seen here (cluster mode)."""
@@ -80,12 +121,33 @@ async def wait_until(pending: Callable[[], set[str]], timeout_ms: int) -> set[st
 class LocalTopicAdmin(TopicAdmin):
     """A single node: the topic store and this broker's logs are the whole cluster."""
 
-    def __init__(self, replicas: Replicas, rack: str | None) -> None:
+    def __init__(self, replicas: Replicas, rack: str | None,
+                 address: Callable[[], tuple[str, int]]) -> None:
+        """``address``: the (host, port) clients reach this broker on, once it listens."""
         super().__init__(replicas)
         self.rack = rack
+        self.address = address
 
     def live_brokers(self) -> dict[int, str | None]:
         return {self.replicas.broker_id: self.rack}
+
+    def _self(self) -> Node:
+        host, port = self.address()
+        return Node(self.replicas.broker_id, host, port, self.rack)
+
+    def nodes(self) -> list[Node]:
+        return [self._self()]
+
+    def controller_id(self) -> int:
+        return self.replicas.broker_id
+
+    def describe_partition(self, topic: str, index: int) -> PartitionView:
+        node = self.replicas.broker_id
+        partition = self.replicas.partition(topic, index)
+        return PartitionView(node, partition.leader_epoch if partition else 0, (node,), (node,))
+
+    def coordinator_node(self, topic: str, index: int) -> tuple[Node | None, str]:
+        return self._self(), ""
 
     def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None,

@@ -27,69 +27,28 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
 
 
 def broker_entries(ctx: RequestContext) -> list[dict[str, Any]]:
-    """This broker alone, or every broker registered in ZooKeeper in cluster mode."""
-    server = ctx.server
-    membership = server.membership
-    if membership is not None and membership.brokers:
-        entries = []
-        for broker_id, info in sorted(membership.brokers.items()):
-            endpoint = info.plaintext_endpoint()
-            if endpoint is not None:
-                entries.append({"node_id": broker_id, "host": endpoint.host or "",
-                                "port": endpoint.port, "rack": info.rack})
-        return entries
-    listener = server.advertised[0]
-    return [{"node_id": server.broker_id, "host": listener.host, "port": listener.port,
-             "rack": server.config.get("broker.rack")}]
+    """The brokers clients may connect to (this one alone on a single node)."""
+    return [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack}
+            for n in ctx.server.topic_admin.nodes()]
 
 
 def controller_id(ctx: RequestContext) -> int:
-    membership = ctx.server.membership
-    if membership is None:
-        return ctx.server.broker_id
-    return membership.controller_id if membership.controller_id is not None else -1
-
-
-def _cluster_partition(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
-    """A partition as the cluster's partition state znode describes it."""
-    manager = ctx.server.replica_manager
-    assert manager is not None
-    info = manager.partitions.get((topic, index))
-    live = ctx.server.topic_admin.live_brokers()
-    if info is None or info.state is None:
-        return {"error_code": ErrorCode.leader_not_available, "partition_index": index,
-                "leader_id": -1, "leader_epoch": -1,
-                "replica_nodes": list(info.replicas) if info else [], "isr_nodes": [],
-                "offline_replicas": []}
-    state = info.state
-    return {
-        "error_code": NONE if state.leader >= 0 else ErrorCode.leader_not_available,
-        "partition_index": index,
-        "leader_id": state.leader,
-        "leader_epoch": state.leader_epoch,
-        "replica_nodes": list(info.replicas),
-        "isr_nodes": list(state.isr),
-        "offline_replicas": [r for r in info.replicas if r not in live],
-    }
+    return ctx.server.topic_admin.controller_id()
 
 
 def topic_entry(ctx: RequestContext, topic: Topic, operations: bool) -> dict[str, Any]:
-    server = ctx.server
-    node = server.broker_id
+    admin = ctx.server.topic_admin
     partitions = []
     for index in range(topic.partitions):
-        if server.replica_manager is not None:
-            partitions.append(_cluster_partition(ctx, topic.name, index))
-            continue
-        partition = server.replicas.partition(topic.name, index)
+        view = admin.describe_partition(topic.name, index)
         partitions.append({
-            "error_code": NONE,
+            "error_code": NONE if view.leader >= 0 else ErrorCode.leader_not_available,
             "partition_index": index,
-            "leader_id": node,
-            "leader_epoch": partition.leader_epoch if partition else 0,
-            "replica_nodes": [node],
-            "isr_nodes": [node],
-            "offline_replicas": [],
+            "leader_id": view.leader,
+            "leader_epoch": view.leader_epoch,
+            "replica_nodes": list(view.replicas),
+            "isr_nodes": list(view.isr),
+            "offline_replicas": list(view.offline),
         })
     return {
         "error_code": NONE,
@@ -162,13 +121,11 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
 _NO_NODE = {"node_id": -1, "host": "", "port": -1}
 
 
-def _cluster_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
-    """In cluster mode the coordinator of a group or transactional id is the leader of its
-    internal topic's partition; the topic is created on first use (its replication factor
-    capped by the live brokers) and COORDINATOR_NOT_AVAILABLE answers until it has a leader."""
+def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+    """The coordinator of a group or transactional id: the leader of its internal topic's
+    partition (this broker on a single node); the topic is created on first use and
+    COORDINATOR_NOT_AVAILABLE answers until it has a leader."""
     server = ctx.server
-    manager = server.replica_manager
-    assert manager is not None and server.membership is not None
     groups, txns = server.group_coordinator, server.txn_coordinator
     assert groups is not None and txns is not None
     if key_type == 0:
@@ -176,35 +133,24 @@ def _cluster_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[s
         ensure = groups.ensure_offsets_topic
     else:
         topic, partitions, ensure = TXN_STATE_TOPIC, txns.num_partitions, txns.ensure_topic
-    if topic not in manager.assignments:
+    node, why = server.topic_admin.coordinator_node(topic, partition_for(key, partitions))
+    if node is None:
         ensure()
         return {**_NO_NODE, "error_code": ErrorCode.coordinator_not_available,
-                "error_message": f"{topic} is being created"}
-    info = manager.partitions.get((topic, partition_for(key, partitions)))
-    leader = info.state.leader if info is not None and info.state is not None else -1
-    registered = server.membership.brokers.get(leader)
-    endpoint = registered.plaintext_endpoint() if registered is not None else None
-    if endpoint is None:
-        return {**_NO_NODE, "error_code": ErrorCode.coordinator_not_available,
-                "error_message": "the coordinator has no leader yet"}
-    return {"node_id": leader, "host": endpoint.host or "", "port": endpoint.port,
+                "error_message": why}
+    return {"node_id": node.node_id, "host": node.host, "port": node.port,
             "error_code": NONE, "error_message": None}
 
 
 @api(10, "FindCoordinator", 0, 6)
 async def find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    listener = ctx.server.advertised[0]
     key_type = getattr(request, "key_type", 0)
     keys = [request.key] if ctx.version < 4 else list(request.coordinator_keys)
     if key_type not in (0, 1):  # 0 group, 1 transaction
         nodes = [{**_NO_NODE, "error_code": ErrorCode.invalid_request,
                   "error_message": f"unknown coordinator key type {key_type}"} for _ in keys]
-    elif ctx.server.replica_manager is not None:
-        nodes = [_cluster_coordinator(ctx, key, key_type) for key in keys]
     else:
-        nodes = [{"node_id": ctx.server.broker_id, "host": listener.host,
-                  "port": listener.port, "error_code": NONE, "error_message": None}
-                 for _ in keys]
+        nodes = [_coordinator(ctx, key, key_type) for key in keys]
     if ctx.version < 4:
         return {"throttle_time": 0, **nodes[0]}
     return {

@@ -107,7 +107,8 @@ class KafkaServer:
             self.config.get("zookeeper.connection.timeout.ms"), self.config.get("broker.rack"),
         )
         self.topic_admin: TopicAdmin = (
-            LocalTopicAdmin(self.replicas, self.config.get("broker.rack"))
+            LocalTopicAdmin(self.replicas, self.config.get("broker.rack"),
+                            lambda: (self.advertised[0].host, self.advertised[0].port))
             if self.membership is None else
             ZkTopicAdmin(self.replicas, self.membership,
                          self.config.get("default.replication.factor")))
@@ -208,7 +209,7 @@ class KafkaServer:
         self.replica_manager = ReplicaManager(self.broker_id, self.config, self.replicas,
                                               membership)
         assert isinstance(self.topic_admin, ZkTopicAdmin)
-        self.topic_admin.assigned = self.replica_manager.assignments
+        self.topic_admin.manager = self.replica_manager
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.replica_manager.start, loop)
 

@@ -12,10 +12,11 @@ from collections.abc import Mapping, Sequence
 
 from samsa.cluster.placement import assign_replicas
 from samsa.cluster.replicas import Replicas
-from samsa.cluster.topic_admin import TopicAdmin, wait_until
+from samsa.cluster.topic_admin import Node, PartitionView, TopicAdmin, wait_until
 from samsa.cluster.topics import Topic
 from samsa.errors import ErrorCode, KafkaError
 from samsa.zk.membership import ClusterMembership
+from samsa.zk.replica_manager import ReplicaManager
 from samsa.zk.zk_data import ReplicaAssignment, TopicAssignment
 
 
@@ -25,15 +26,48 @@ class ZkTopicAdmin(TopicAdmin):
         super().__init__(replicas)
         self.membership = membership
         self.default_replication_factor = default_replication_factor
-        # the topics this broker's replica manager has seen in /brokers/topics (set when the
-        # broker joins the cluster)
-        self.assigned: Mapping[str, TopicAssignment] = {}
+        # what this broker has seen of the topics and partition states (set when the broker
+        # joins the cluster)
+        self.manager: ReplicaManager | None = None
 
     def live_brokers(self) -> dict[int, str | None]:
         return {b: info.rack for b, info in sorted(self.membership.brokers.items())}
 
     def is_being_created(self, name: str) -> bool:
-        return name in self.assigned
+        return self.manager is not None and name in self.manager.assignments
+
+    def _node(self, broker_id: int) -> Node | None:
+        info = self.membership.brokers.get(broker_id)
+        endpoint = info.plaintext_endpoint() if info is not None else None
+        if info is None or endpoint is None:
+            return None
+        return Node(broker_id, endpoint.host or "", endpoint.port, info.rack)
+
+    def nodes(self) -> list[Node]:
+        return [n for b in sorted(self.membership.brokers) if (n := self._node(b)) is not None]
+
+    def controller_id(self) -> int:
+        found = self.membership.controller_id
+        return found if found is not None else -1
+
+    def describe_partition(self, topic: str, index: int) -> PartitionView:
+        """As this broker's view of the controller's partition state znode has it."""
+        info = self.manager.partitions.get((topic, index)) if self.manager else None
+        if info is None or info.state is None:
+            return PartitionView(-1, -1, info.replicas if info else (), ())
+        live = self.membership.brokers
+        return PartitionView(info.state.leader, info.state.leader_epoch, info.replicas,
+                             tuple(info.state.isr),
+                             tuple(r for r in info.replicas if r not in live))
+
+    def coordinator_node(self, topic: str, index: int) -> tuple[Node | None, str]:
+        if not self.is_being_created(topic):
+            return None, f"{topic} is being created"
+        assert self.manager is not None
+        info = self.manager.partitions.get((topic, index))
+        leader = info.state.leader if info is not None and info.state is not None else -1
+        node = self._node(leader)
+        return (node, "") if node is not None else (None, "the coordinator has no leader yet")
 
     def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None,
