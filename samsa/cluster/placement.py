@@ -45,7 +45,7 @@ its map's order, so sorted by id is the order to use.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from samsa.errors import ErrorCode, KafkaError
@@ -249,3 +249,19 @@ def _broker_metadata(
 def _java_string_key(s: str) -> bytes:
     """Orders strings as Java's String.compareTo does (by UTF-16 code unit)."""
     return s.encode("utf-16-be", "surrogatepass")
+
+
+def check_target(target: Sequence[int], registered: Collection[int]) -> str | None:
+    """Kafka's checks of a requested replica list; the INVALID_REPLICA_ASSIGNMENT message or
+    None."""
+    if not target:
+        return "Empty replica list specified in partition reassignment."
+    if len(set(target)) != len(target):
+        return ("Duplicate replica ids in partition reassignment replica list: "
+                f"[{', '.join(map(str, target))}]")
+    unknown = [r for r in target if r not in registered]
+    if unknown:
+        return (f"Replica assignment has brokers that are not alive. Replica list: "
+                f"[{', '.join(map(str, target))}], live broker list: "
+                f"[{', '.join(map(str, sorted(registered)))}]")
+    return None

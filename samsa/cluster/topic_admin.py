@@ -13,9 +13,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from samsa.cluster.placement import check_target
 from samsa.cluster.replicas import Replicas
 from samsa.cluster.topics import Topic
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
+
+TP = tuple[str, int]
+Outcome = tuple[ErrorCode, str | None]  # an error code and message per partition
+NO_PARTITION = "The partition does not exist."
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +31,15 @@ class Node:
     host: str
     port: int
     rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reassigning:
+    """A partition being moved (ListPartitionReassignments)."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +102,23 @@ class TopicAdmin(ABC):
         leader), or None and why (COORDINATOR_NOT_AVAILABLE; the topic is created on first
         use)."""
 
+    @abstractmethod
+    async def elect_leaders(self, election_type: int, wanted: Sequence[TP] | None
+                            ) -> dict[TP, Outcome]:
+        """ElectLeaders (0 preferred, 1 unclean) for ``wanted`` (None: every partition);
+        KafkaError NOT_CONTROLLER where another broker must be asked."""
+
+    @abstractmethod
+    async def alter_reassignments(self, targets: Mapping[TP, tuple[int, ...] | None]
+                                  ) -> dict[TP, Outcome]:
+        """AlterPartitionReassignments (None cancels); KafkaError NOT_CONTROLLER where
+        another broker must be asked."""
+
+    @abstractmethod
+    async def list_reassignments(self, wanted: Sequence[TP] | None) -> dict[TP, Reassigning]:
+        """ListPartitionReassignments; KafkaError NOT_CONTROLLER where another broker must be
+        asked."""
+
     def is_being_created(self, name: str) -> bool:
         """A topic whose creation is under way but not yet seen here (cluster mode)."""
         return False
@@ -148,6 +179,40 @@ class LocalTopicAdmin(TopicAdmin):
 
     def coordinator_node(self, topic: str, index: int) -> tuple[Node | None, str]:
         return self._self(), ""
+
+    def _partitions(self) -> set[TP]:
+        return {(t.name, p) for t in self.replicas.store.topics.values()
+                for p in range(t.partitions)}
+
+    async def elect_leaders(self, election_type: int, wanted: Sequence[TP] | None
+                            ) -> dict[TP, Outcome]:
+        """Every partition already has its only replica as leader."""
+        known = self._partitions()
+        return {tp: ((ErrorCode.election_not_needed,
+                      "Leader election not needed for topic partition.") if tp in known
+                     else (ErrorCode.unknown_topic_or_partition, NO_PARTITION))
+                for tp in (sorted(known) if wanted is None else wanted)}
+
+    async def alter_reassignments(self, targets: Mapping[TP, tuple[int, ...] | None]
+                                  ) -> dict[TP, Outcome]:
+        """Only a move onto this broker is possible, and it is already there."""
+        known = self._partitions()
+        results: dict[TP, Outcome] = {}
+        for tp, target in targets.items():
+            if tp not in known:
+                results[tp] = (ErrorCode.unknown_topic_or_partition, NO_PARTITION)
+            elif target is None:
+                results[tp] = (ErrorCode.no_reassignment_in_progress,
+                               f"No reassignment is in progress for topic {tp[0]} "
+                               f"partition {tp[1]}")
+            elif (problem := check_target(target, {self.replicas.broker_id})) is not None:
+                results[tp] = (ErrorCode.invalid_replica_assignment, problem)
+            else:
+                results[tp] = (ErrorCode.none, None)
+        return results
+
+    async def list_reassignments(self, wanted: Sequence[TP] | None) -> dict[TP, Reassigning]:
+        return {}
 
     def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None,

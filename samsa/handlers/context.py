@@ -1,10 +1,11 @@
 """What a handler gets besides the decoded request body: the request, the connection it came
 on, and the broker's services through ``Broker``, the narrow interface handlers may use.
-``KafkaServer`` (above the handlers) satisfies it; handlers import nothing above them."""
+``KafkaServer`` (above the handlers) satisfies it; handlers import nothing above them, and
+nothing in it depends on the mode (single node or ZooKeeper): topic administration answers
+for both."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -19,22 +20,6 @@ if TYPE_CHECKING:  # all from the layers below the handlers
     from samsa.coordinator.group_coordinator import GroupCoordinator
     from samsa.coordinator.txn_coordinator import TransactionCoordinator
     from samsa.storage.manager import LogManager
-    from samsa.zk.controller import Controller
-    from samsa.zk.membership import ClusterMembership
-    from samsa.zk.replica_manager import ReplicaManager
-
-
-class Address(Protocol):
-    """A listener clients reach the broker on."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def host(self) -> str: ...
-
-    @property
-    def port(self) -> int: ...
 
 
 class Peer(Protocol):
@@ -56,16 +41,9 @@ class Broker(Protocol):
     producer_ids: ProducerIdManager | None
     group_coordinator: GroupCoordinator | None
     txn_coordinator: TransactionCoordinator | None
-    # ZooKeeper mode only (None on a single node)
-    membership: ClusterMembership | None
-    replica_manager: ReplicaManager | None
-    controller: Controller | None
 
     @property
     def topics(self) -> TopicStore | None: ...
-
-    @property
-    def advertised(self) -> Sequence[Address]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,6 +210,7 @@ class KafkaServer:
                                               membership)
         assert isinstance(self.topic_admin, ZkTopicAdmin)
         self.topic_admin.manager = self.replica_manager
+        self.topic_admin.controller = self.controller
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.replica_manager.start, loop)
 

@@ -27,6 +27,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from samsa.cluster.placement import check_target
+from samsa.cluster.topic_admin import TP, Outcome
 from samsa.errors import ErrorCode
 from samsa.zk import reassignment
 from samsa.zk.leader_election import (
@@ -42,8 +44,6 @@ from samsa.zk.zk_data import NO_LEADER, PartitionState, ReplicaAssignment, Topic
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-TP = tuple[str, int]
-Outcome = tuple[ErrorCode, str | None]  # an error code and message per partition
 _TICK_SECONDS = 0.5
 PREFERRED, UNCLEAN = 0, 1  # ElectLeaders election types
 NOT_NEEDED = "Leader election not needed for topic partition."
@@ -417,7 +417,7 @@ class Controller:
                                                    f"{topic} partition {index}")
                         continue
                     target = reassignment.original_replicas(current)
-                problem = reassignment.check_target(target, self.live)
+                problem = check_target(target, self.live)
                 if problem is not None:
                     results[(topic, index)] = (ErrorCode.invalid_replica_assignment, problem)
                     continue

@@ -56,19 +56,3 @@ def finish(state: PartitionState, target: Sequence[int], live: Collection[int],
         if leader < 0:
             return None
     return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch)
-
-
-def check_target(target: Sequence[int], registered: Collection[int]) -> str | None:
-    """Kafka's checks of a requested replica list; the INVALID_REPLICA_ASSIGNMENT message or
-    None."""
-    if not target:
-        return "Empty replica list specified in partition reassignment."
-    if len(set(target)) != len(target):
-        return ("Duplicate replica ids in partition reassignment replica list: "
-                f"[{', '.join(map(str, target))}]")
-    unknown = [r for r in target if r not in registered]
-    if unknown:
-        return (f"Replica assignment has brokers that are not alive. Replica list: "
-                f"[{', '.join(map(str, target))}], live broker list: "
-                f"[{', '.join(map(str, sorted(registered)))}]")
-    return None

@@ -8,16 +8,29 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from samsa.cluster.placement import assign_replicas
 from samsa.cluster.replicas import Replicas
-from samsa.cluster.topic_admin import Node, PartitionView, TopicAdmin, wait_until
+from samsa.cluster.topic_admin import (
+    TP,
+    Node,
+    Outcome,
+    PartitionView,
+    Reassigning,
+    TopicAdmin,
+    wait_until,
+)
 from samsa.cluster.topics import Topic
 from samsa.errors import ErrorCode, KafkaError
+from samsa.zk.controller import Controller, NotControllerError
 from samsa.zk.membership import ClusterMembership
 from samsa.zk.replica_manager import ReplicaManager
 from samsa.zk.zk_data import ReplicaAssignment, TopicAssignment
+
+T = TypeVar("T")
+NOT_CONTROLLER = "This is not the correct controller for this cluster."
 
 
 class ZkTopicAdmin(TopicAdmin):
@@ -29,6 +42,7 @@ class ZkTopicAdmin(TopicAdmin):
         # what this broker has seen of the topics and partition states (set when the broker
         # joins the cluster)
         self.manager: ReplicaManager | None = None
+        self.controller: Controller | None = None  # this broker's, active or not
 
     def live_brokers(self) -> dict[int, str | None]:
         return {b: info.rack for b, info in sorted(self.membership.brokers.items())}
@@ -130,3 +144,31 @@ class ZkTopicAdmin(TopicAdmin):
         """In ZooKeeper, where every broker reads them; applied here at once."""
         self.membership.zk.set_topic_configs(name, dict(configs))
         self.replicas.apply_topic_configs(name, configs)
+
+    # --- requests only the controller answers ------------------------------------------------
+
+    async def _on_controller(self, fn: Callable[[Controller], Callable[..., T]],
+                             *args: Any) -> T:
+        """Run a controller method; KafkaError(NOT_CONTROLLER) on the other brokers."""
+        controller = self.controller
+        if controller is None:
+            raise KafkaError(NOT_CONTROLLER, ErrorCode.not_controller)
+        try:
+            return await asyncio.wrap_future(controller.call(fn(controller), *args))
+        except NotControllerError:
+            raise KafkaError(NOT_CONTROLLER, ErrorCode.not_controller) from None
+
+    async def elect_leaders(self, election_type: int, wanted: Sequence[TP] | None
+                            ) -> dict[TP, Outcome]:
+        return await self._on_controller(lambda c: c.elect_leaders, election_type,
+                                         None if wanted is None else list(wanted))
+
+    async def alter_reassignments(self, targets: Mapping[TP, tuple[int, ...] | None]
+                                  ) -> dict[TP, Outcome]:
+        return await self._on_controller(lambda c: c.alter_reassignments, dict(targets))
+
+    async def list_reassignments(self, wanted: Sequence[TP] | None) -> dict[TP, Reassigning]:
+        found = await self._on_controller(lambda c: c.list_reassignments,
+                                          None if wanted is None else list(wanted))
+        return {tp: Reassigning(a.replicas, a.adding_replicas, a.removing_replicas)
+                for tp, a in found.items()}

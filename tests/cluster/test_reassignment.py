@@ -3,6 +3,7 @@ functions: Kafka's KIP-455 replica sets and its checks of a requested replica li
 
 from __future__ import annotations
 
+from samsa.cluster.placement import check_target
 from samsa.zk import reassignment
 from samsa.zk.leader_election import on_controlled_shutdown
 from samsa.zk.zk_data import PartitionState, ReplicaAssignment
@@ -40,11 +41,11 @@ def test_finishing_moves_leadership_when_the_leader_leaves() -> None:
 
 
 def test_requested_replica_lists_are_checked_as_kafka_checks_them() -> None:
-    assert reassignment.check_target((1, 2), {1, 2, 3}) is None
-    assert reassignment.check_target((), {1}) == (
+    assert check_target((1, 2), {1, 2, 3}) is None
+    assert check_target((), {1}) == (
         "Empty replica list specified in partition reassignment.")
-    assert "Duplicate replica ids" in (reassignment.check_target((1, 1), {1}) or "")
-    assert "not alive" in (reassignment.check_target((1, 9), {1, 2}) or "")
+    assert "Duplicate replica ids" in (check_target((1, 1), {1}) or "")
+    assert "not alive" in (check_target((1, 9), {1, 2}) or "")
 
 
 def test_controlled_shutdown_moves_leadership_to_a_live_in_sync_replica() -> None:
