@@ -12,8 +12,6 @@ if TYPE_CHECKING:  # all from the coordinators' layer or below
     from samsa.cluster.topics import TopicStore
     from samsa.config import BrokerConfig
     from samsa.coordinator.group_coordinator import GroupCoordinator
-    from samsa.zk.membership import ClusterMembership
-    from samsa.zk.replica_manager import ReplicaManager
 
 
 class CoordinatorHost(Protocol):
@@ -23,9 +21,6 @@ class CoordinatorHost(Protocol):
     topic_admin: TopicAdmin
     producer_ids: ProducerIdManager | None
     group_coordinator: GroupCoordinator | None  # the transaction coordinator completes offsets
-    # ZooKeeper mode only (None on a single node)
-    membership: ClusterMembership | None
-    replica_manager: ReplicaManager | None
 
     @property
     def topics(self) -> TopicStore | None: ...

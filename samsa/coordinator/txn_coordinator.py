@@ -419,16 +419,12 @@ class TransactionCoordinator:
         remote: dict[int, list[tuple[str, int]]] = {}
         for topic, index in sorted(meta.partitions):
             partition = self.server.replicas.partition(topic, index)
-            manager = self.server.replica_manager
-            if manager is not None and (partition is None or not partition.is_leader):
-                info = manager.partitions.get((topic, index))
-                if info is None:
-                    continue  # deleted since it was added: nothing to mark
-                leader = info.state.leader if info.state is not None else -1
+            if partition is None and not self.server.replicas.partition_exists(topic, index):
+                continue  # deleted since it was added: nothing to mark
+            if partition is None or not partition.is_leader:  # led by another broker
+                leader = self.server.topic_admin.describe_partition(topic, index).leader
                 remote.setdefault(leader, []).append((topic, index))
                 continue
-            if partition is None:
-                continue  # deleted since it was added: nothing to mark
             try:
                 partition.append_marker(meta.producer_id, meta.producer_epoch, commit,
                                         self.coordinator_epoch(meta.transactional_id))
@@ -448,9 +444,8 @@ class TransactionCoordinator:
                             partitions: list[tuple[str, int]]) -> None:
         """WriteTxnMarkers to the leader of ``partitions``; MarkerError (retried on the next
         tick) unless every partition took its marker or is gone."""
-        membership = self.server.membership
-        registered = membership.brokers.get(leader) if membership is not None else None
-        endpoint = registered.plaintext_endpoint() if registered is not None else None
+        endpoint = next((n for n in self.server.topic_admin.nodes() if n.node_id == leader),
+                        None)
         if endpoint is None:
             raise MarkerError(f"no live leader ({leader}) for {partitions}")
         topics: dict[str, list[int]] = {}

@@ -40,8 +40,6 @@ class Services:
     producer_ids: ProducerIdManager
     group_coordinator: GroupCoordinator
     broker_id: int = 1
-    membership: None = None
-    replica_manager: None = None
     state: InMemoryPartitionWriter = field(default_factory=InMemoryPartitionWriter)
 
     @property
@@ -57,7 +55,7 @@ async def services(tmp_path: Path) -> AsyncIterator[Services]:
     replicas = Replicas(logs)
     replicas.start(1, TopicStore(tmp_path))
     logs.startup()
-    admin = LocalTopicAdmin(replicas, None)
+    admin = LocalTopicAdmin(replicas, None, lambda: ("127.0.0.1", 9092))
     admin.create_topic("data", 2)
     groups = GroupCoordinator(config, InMemoryPartitionWriter(), replicas.partition_exists)
     groups.start()
