@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 from samsa.cluster.partition_writer import LogPartitionWriter
 from samsa.cluster.producer_ids import ProducerIdManager
 from samsa.cluster.replicas import Replicas
-from samsa.cluster.topic_admin import LocalTopicAdmin, TopicAdmin
+from samsa.cluster.topic_admin import TopicAdmin
 from samsa.cluster.topics import TopicStore
-from samsa.config import BrokerConfig, ConfigError, LogConfig
+from samsa.config import BrokerConfig, ConfigError
 from samsa.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from samsa.coordinator.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from samsa.durable import write_atomically
@@ -38,20 +38,18 @@ from samsa.protocol.codec import (
 )
 from samsa.protocol.fast import FAST_RESPONSES, encode_fast
 from samsa.server.connection import Connection
+from samsa.server.modes import Mode, SingleNode
 from samsa.storage.log_cleaner import LogCleaner
 from samsa.storage.manager import LogManager
-from samsa.zk.controlled_shutdown import ask_controlled_shutdown
 from samsa.zk.controller import Controller
 from samsa.zk.membership import ClusterMembership
 from samsa.zk.replica_manager import ReplicaManager
-from samsa.zk.topic_admin import ZkTopicAdmin
-from samsa.zk.zk_data import Endpoint
+from samsa.zk.support import ZkSupport
 
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 META_PROPERTIES = "meta.properties"
-FIRST_GENERATED_BROKER_ID = 1001
 _TICK_SECONDS = 1.0
 
 
@@ -101,19 +99,12 @@ class KafkaServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self.cleaner: LogCleaner | None = None
-        connect = self.config.get("zookeeper.connect")
-        self.membership = None if not connect else ClusterMembership(
-            connect, self.config.get("zookeeper.session.timeout.ms"),
-            self.config.get("zookeeper.connection.timeout.ms"), self.config.get("broker.rack"),
-        )
-        self.topic_admin: TopicAdmin = (
-            LocalTopicAdmin(self.replicas, self.config.get("broker.rack"),
-                            lambda: (self.advertised[0].host, self.advertised[0].port))
-            if self.membership is None else
-            ZkTopicAdmin(self.replicas, self.membership,
-                         self.config.get("default.replication.factor")))
-        self.replica_manager: ReplicaManager | None = None
-        self.controller: Controller | None = None
+        # the mode is decided here, once: nothing below asks which it is
+        self.mode: Mode = (
+            ZkSupport(self.config, self.replicas) if self.config.get("zookeeper.connect")
+            else SingleNode(self.config, self.replicas,
+                            lambda: (self.advertised[0].host, self.advertised[0].port)))
+        self.topic_admin: TopicAdmin = self.mode.topic_admin
         self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task] = []
         self._flushing: set[tuple[str, int]] = set()
@@ -124,13 +115,11 @@ class KafkaServer:
     async def start(self) -> None:
         for directory in self.log_manager.dirs:
             Path(directory).mkdir(parents=True, exist_ok=True)
-        if self.membership is not None:
-            await self.membership.connect()
+        await self.mode.connect()
         try:
             await self._start()
         except BaseException:
-            if self.membership is not None:
-                await self.membership.close()
+            await self.mode.stop()
             raise
 
     async def _start(self) -> None:
@@ -139,23 +128,15 @@ class KafkaServer:
         # topics first: the logs open with their topic's config overrides
         self.replicas.start(self.broker_id, TopicStore(first_dir))
         self.log_manager.startup()
-        take_block = None
-        if self.membership is not None:
-            zk = self.membership.zk
-
-            def take_block() -> tuple[int, int]:
-                block = zk.take_producer_id_block(self.broker_id)
-                return block.block_start, block.block_end
-
-        self.producer_ids = ProducerIdManager(first_dir, take_block)
-        if self.membership is None:  # cluster mode: the replica manager opens the replicas
-            self.replicas.open_all_local()
+        self.producer_ids = ProducerIdManager(first_dir,
+                                              self.mode.producer_id_blocks(self.broker_id))
+        self.mode.open_replicas()
         self._start_cleaner(asyncio.get_running_loop())
         c = self.config
         self.group_coordinator = GroupCoordinator(c, LogPartitionWriter(
             self.replicas, self.topic_admin, OFFSETS_TOPIC,
             c.get("offsets.topic.num.partitions"), c.get("offsets.topic.segment.bytes"),
-            c.get("offsets.topic.replication.factor"), single_node=self.membership is None,
+            c.get("offsets.topic.replication.factor"), single_node=self.mode.single_node,
         ), self.replicas.partition_exists)
         self.group_coordinator.start()
         # after the groups: completing a half-ended transaction reaches their offsets
@@ -163,7 +144,7 @@ class KafkaServer:
             self.replicas, self.topic_admin, TXN_STATE_TOPIC,
             c.get("transaction.state.log.num.partitions"),
             c.get("transaction.state.log.segment.bytes"),
-            c.get("transaction.state.log.replication.factor"), single_node=self.membership is None,
+            c.get("transaction.state.log.replication.factor"), single_node=self.mode.single_node,
         ))
         await self.txn_coordinator.start()
         loop = asyncio.get_running_loop()
@@ -178,41 +159,11 @@ class KafkaServer:
             port = server.sockets[0].getsockname()[1]
             self.bound.append(Listener(listener.name, listener.host, port))
             self._servers.append(server)
-        if self.membership is not None:
-            await self._join_cluster(self.membership)
+        await self.mode.join(self.broker_id, [(a.name, a.host, a.port) for a in self.advertised])
         self._tasks.append(loop.create_task(self._background()))
         self.started = True
         log.info("samsa broker %d started on %s (cluster %s)", self.broker_id,
                  ", ".join(f"{b.host}:{b.port}" for b in self.bound), self.cluster_id)
-
-    async def _join_cluster(self, membership: ClusterMembership) -> None:
-        """Register, take part in the election (the winner runs the controller), and apply
-        the cluster's partition states to the local replicas."""
-        def unclean(topic: str) -> bool:
-            return LogConfig.from_props(membership.zk.topic_configs(topic),
-                                        defaults=self.log_manager.defaults
-                                        ).unclean_leader_election_enable
-
-        self.controller = Controller(membership.zk, self.broker_id, self.config.get, unclean)
-
-        def controllership(won: tuple[int, int] | None) -> None:
-            assert self.controller is not None
-            if won is None:
-                self.controller.deactivate()
-            else:
-                self.controller.activate(*won)
-
-        membership.on_controllership = controllership
-        await membership.register(self.broker_id, tuple(
-            Endpoint(a.name, a.name, a.host, a.port) for a in self.advertised
-        ))
-        self.replica_manager = ReplicaManager(self.broker_id, self.config, self.replicas,
-                                              membership)
-        assert isinstance(self.topic_admin, ZkTopicAdmin)
-        self.topic_admin.manager = self.replica_manager
-        self.topic_admin.controller = self.controller
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.replica_manager.start, loop)
 
     def _start_cleaner(self, loop: asyncio.AbstractEventLoop) -> None:
         c = self.config
@@ -261,20 +212,15 @@ class KafkaServer:
         if self.broker_id == -1:
             if stored_id is not None:
                 self.broker_id = stored_id
-            elif self.membership is not None:  # unique across the cluster
-                self.broker_id = await self.membership.generate_broker_id()
             else:
-                self.broker_id = FIRST_GENERATED_BROKER_ID
+                self.broker_id = await self.mode.generate_broker_id()
         elif stored_id is not None and stored_id != self.broker_id:
             raise ConfigError(
                 f"Invalid value {self.broker_id} for configuration broker.id: the data in "
                 f"{self.log_manager.dirs[0]} belongs to broker {stored_id}"
             )
         stored_cluster = found.get("cluster.id")
-        if self.membership is not None:
-            self.cluster_id = await self.membership.cluster_id(stored_cluster, new_cluster_id())
-        else:
-            self.cluster_id = stored_cluster or new_cluster_id()
+        self.cluster_id = await self.mode.cluster_id(stored_cluster, new_cluster_id())
         text = f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
         for directory in self.log_manager.dirs:
             write_atomically(Path(directory) / META_PROPERTIES, text.encode())
@@ -284,8 +230,7 @@ class KafkaServer:
         if not self.started:
             return
         self.started = False
-        if self.replica_manager is not None and self.config.get("controlled.shutdown.enable"):
-            await self._controlled_shutdown()
+        await self.mode.shut_down()
         for server in self._servers:
             server.close()
         self.replicas.wake_all()
@@ -299,48 +244,11 @@ class KafkaServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
-        if self.replica_manager is not None:
-            await self.replica_manager.stop()
-        if self.controller is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.controller.close)
-        if self.membership is not None:
-            await self.membership.close()
+        await self.mode.stop()
         if self.cleaner is not None:  # joined off the loop: its swaps run on the loop
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
         self.log_manager.shutdown()
         log.info("samsa broker %d stopped cleanly", self.broker_id)
-
-    async def _controlled_shutdown(self) -> None:
-        """Kafka's controlled shutdown: stop following, ask the controller to move this
-        broker's leaderships to other in-sync replicas (retried while some remain), then wait
-        (briefly) to see them go, so requests in flight get NOT_LEADER_OR_FOLLOWER and clients
-        move on before the listeners close."""
-        assert self.replica_manager is not None and self.membership is not None
-        self.replica_manager.stop_fetchers()
-        retries = self.config.get("controlled.shutdown.max.retries")
-        backoff = self.config.get("controlled.shutdown.retry.backoff.ms") / 1000
-        for attempt in range(retries + 1):
-            try:
-                remaining = await ask_controlled_shutdown(
-                    self.broker_id, self.membership, self.controller)
-            except Exception as exc:  # no controller, or it went: try again
-                log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
-                remaining = None
-            if remaining == []:
-                break
-            if remaining:
-                log.info("controlled shutdown: %d partitions have no other in-sync replica "
-                         "yet", len(remaining))
-            if attempt < retries:
-                await asyncio.sleep(backoff)
-        else:
-            log.warning("controlled shutdown did not move every leadership; stopping anyway")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 3.0
-        while loop.time() < deadline and any(
-                p.replicated and p.is_leader and len(p.replicas) > 1 and len(p.isr) > 1
-                for p in self.replicas.partitions.values()):
-            await asyncio.sleep(0.05)
 
     # --- background work ------------------------------------------------------------------------
 
@@ -438,6 +346,19 @@ class KafkaServer:
                 self.txn_coordinator.load_partition(index)
             else:
                 self.txn_coordinator.unload_partition(index)
+
+    # ZooKeeper mode's parts (None on a single node), for tools and tests that look inside
+    @property
+    def membership(self) -> ClusterMembership | None:
+        return self.mode.membership
+
+    @property
+    def controller(self) -> Controller | None:
+        return self.mode.controller
+
+    @property
+    def replica_manager(self) -> ReplicaManager | None:
+        return self.mode.replica_manager
 
     @property
     def topics(self) -> TopicStore | None:

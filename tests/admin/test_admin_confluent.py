@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
 
 import samsa
 from samsa.config import TOPIC_KEYS
-from samsa.server.kafka_server import FIRST_GENERATED_BROKER_ID
+from samsa.server.modes import FIRST_GENERATED_BROKER_ID
 
 TIMEOUT = 10.0
 pytestmark = pytest.mark.filterwarnings(

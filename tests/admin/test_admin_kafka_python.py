@@ -25,7 +25,7 @@ from samsa.config import TOPIC_KEYS
 from samsa.errors import ErrorCode
 from samsa.protocol.build import build
 from samsa.protocol.codec import encode_message
-from samsa.server.kafka_server import FIRST_GENERATED_BROKER_ID
+from samsa.server.modes import FIRST_GENERATED_BROKER_ID
 
 with warnings.catch_warnings():
     # kafka-python loads its protocol schemas with importlib.resources' legacy API.

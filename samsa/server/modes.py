@@ -1,0 +1,100 @@
+"""The two ways a broker runs, behind one interface (``Mode``), chosen once when the broker is
+built: ``SingleNode`` here (a cluster of one, no ZooKeeper) or ``samsa.zk.support.ZkSupport``
+(``zookeeper.connect`` set). Nothing else in the broker asks which mode it is in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from samsa.cluster.replicas import Replicas
+from samsa.cluster.topic_admin import LocalTopicAdmin, TopicAdmin
+from samsa.config import BrokerConfig
+
+if TYPE_CHECKING:
+    from samsa.zk.controller import Controller
+    from samsa.zk.membership import ClusterMembership
+    from samsa.zk.replica_manager import ReplicaManager
+
+FIRST_GENERATED_BROKER_ID = 1001
+
+
+class Mode(Protocol):
+    @property
+    def single_node(self) -> bool: ...
+
+    @property
+    def topic_admin(self) -> TopicAdmin: ...
+
+    # ZooKeeper mode's parts (None on a single node), for tools and tests that look inside
+    @property
+    def membership(self) -> ClusterMembership | None: ...
+
+    @property
+    def controller(self) -> Controller | None: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager | None: ...
+
+    async def connect(self) -> None:
+        """Before anything else (ZooKeeper's session)."""
+
+    async def generate_broker_id(self) -> int:
+        """A broker id for a broker configured with broker.id=-1 and no stored id."""
+
+    async def cluster_id(self, stored: str | None, new: str) -> str:
+        """The cluster id (``stored``: the one in meta.properties; ``new``: a fresh one)."""
+
+    def producer_id_blocks(self, broker_id: int) -> Callable[[], tuple[int, int]] | None:
+        """Where blocks of producer ids come from (None: the local block file alone)."""
+
+    def open_replicas(self) -> None:
+        """Open the replicas the broker hosts at start."""
+
+    async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
+        """Once listening: join the cluster (``endpoints``: listener name, host, port)."""
+
+    async def shut_down(self) -> None:
+        """Before the listeners close (controlled shutdown)."""
+
+    async def stop(self) -> None:
+        """After the listeners closed (and when the start failed)."""
+
+
+class SingleNode:
+    """One broker, no ZooKeeper: it leads every partition, coordinates everything and is the
+    controller."""
+
+    single_node = True
+    membership = None
+    controller = None
+    replica_manager = None
+
+    def __init__(self, config: BrokerConfig, replicas: Replicas,
+                 address: Callable[[], tuple[str, int]]) -> None:
+        self.replicas = replicas
+        self.topic_admin = LocalTopicAdmin(replicas, config.get("broker.rack"), address)
+
+    async def connect(self) -> None:
+        pass
+
+    async def generate_broker_id(self) -> int:
+        return FIRST_GENERATED_BROKER_ID
+
+    async def cluster_id(self, stored: str | None, new: str) -> str:
+        return stored or new
+
+    def producer_id_blocks(self, broker_id: int) -> Callable[[], tuple[int, int]] | None:
+        return None
+
+    def open_replicas(self) -> None:
+        self.replicas.open_all_local()
+
+    async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
+        pass
+
+    async def shut_down(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass

@@ -1,0 +1,133 @@
+"""ZooKeeper mode, as the broker sees it (Kafka's ``ZkSupport``): the session, broker ids and the
+cluster id from ZooKeeper, registration and the controller election, the replica manager's
+watches, topic administration through ZooKeeper, and controlled shutdown. The broker builds
+this or ``samsa.server.modes.SingleNode`` once, at start, and never asks which it has."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from samsa.cluster.replicas import Replicas
+from samsa.config import BrokerConfig, LogConfig
+from samsa.zk.controlled_shutdown import ask_controlled_shutdown
+from samsa.zk.controller import Controller
+from samsa.zk.membership import ClusterMembership
+from samsa.zk.replica_manager import ReplicaManager
+from samsa.zk.topic_admin import ZkTopicAdmin
+from samsa.zk.zk_data import Endpoint
+
+log = logging.getLogger(__name__)
+
+
+class ZkSupport:
+    single_node = False
+
+    def __init__(self, config: BrokerConfig, replicas: Replicas) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.membership = ClusterMembership(
+            config.get("zookeeper.connect"), config.get("zookeeper.session.timeout.ms"),
+            config.get("zookeeper.connection.timeout.ms"), config.get("broker.rack"))
+        self.topic_admin = ZkTopicAdmin(replicas, self.membership,
+                                        config.get("default.replication.factor"))
+        self.controller: Controller | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.broker_id = -1
+
+    async def connect(self) -> None:
+        await self.membership.connect()
+
+    async def generate_broker_id(self) -> int:
+        """Unique across the cluster (``/brokers/seqid``)."""
+        return await self.membership.generate_broker_id()
+
+    async def cluster_id(self, stored: str | None, new: str) -> str:
+        return await self.membership.cluster_id(stored, new)
+
+    def producer_id_blocks(self, broker_id: int) -> Callable[[], tuple[int, int]]:
+        """Blocks of producer ids from ``/latest_producer_id_block`` (unique in the cluster)."""
+        zk = self.membership.zk
+
+        def take_block() -> tuple[int, int]:
+            block = zk.take_producer_id_block(broker_id)
+            return block.block_start, block.block_end
+
+        return take_block
+
+    def open_replicas(self) -> None:
+        """Nothing yet: the replica manager opens the replicas assigned here once it joins."""
+
+    async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
+        """Register (``endpoints``: listener name, host, port), take part in the election (the
+        winner runs the controller), and apply the cluster's partition states to the local
+        replicas."""
+        membership = self.membership
+        self.broker_id = broker_id
+
+        def unclean(topic: str) -> bool:
+            return LogConfig.from_props(membership.zk.topic_configs(topic),
+                                        defaults=self.replicas.log_manager.defaults
+                                        ).unclean_leader_election_enable
+
+        controller = self.controller = Controller(membership.zk, broker_id, self.config.get,
+                                                  unclean)
+
+        def controllership(won: tuple[int, int] | None) -> None:
+            if won is None:
+                controller.deactivate()
+            else:
+                controller.activate(*won)
+
+        membership.on_controllership = controllership
+        await membership.register(broker_id, tuple(
+            Endpoint(name, name, host, port) for name, host, port in endpoints))
+        manager = self.replica_manager = ReplicaManager(broker_id, self.config, self.replicas,
+                                                        membership)
+        self.topic_admin.manager = manager
+        self.topic_admin.controller = controller
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, manager.start, loop)
+
+    async def shut_down(self) -> None:
+        """Kafka's controlled shutdown (``controlled.shutdown.enable``): stop following, ask the
+        controller to move this broker's leaderships to other in-sync replicas (retried while
+        some remain), then wait (briefly) to see them go, so requests in flight get
+        NOT_LEADER_OR_FOLLOWER and clients move on before the listeners close."""
+        manager = self.replica_manager
+        if manager is None or not self.config.get("controlled.shutdown.enable"):
+            return
+        manager.stop_fetchers()
+        retries = self.config.get("controlled.shutdown.max.retries")
+        backoff = self.config.get("controlled.shutdown.retry.backoff.ms") / 1000
+        for attempt in range(retries + 1):
+            try:
+                remaining = await ask_controlled_shutdown(
+                    self.broker_id, self.membership, self.controller)
+            except Exception as exc:  # no controller, or it went: try again
+                log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
+                remaining = None
+            if remaining == []:
+                break
+            if remaining:
+                log.info("controlled shutdown: %d partitions have no other in-sync replica "
+                         "yet", len(remaining))
+            if attempt < retries:
+                await asyncio.sleep(backoff)
+        else:
+            log.warning("controlled shutdown did not move every leadership; stopping anyway")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 3.0
+        while loop.time() < deadline and any(
+                p.replicated and p.is_leader and len(p.replicas) > 1 and len(p.isr) > 1
+                for p in self.replicas.partitions.values()):
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        """After the listeners closed: stop the fetchers, the controller, the session."""
+        if self.replica_manager is not None:
+            await self.replica_manager.stop()
+        if self.controller is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.controller.close)
+        await self.membership.close()
