@@ -75,6 +75,8 @@ message (above 1: samsa ahead), and the aims: ahead of the peer everywhere, the 
     .venv/bin/python bench/broker_bench.py --brokers samsa --workloads paper_batch1 \\
         --profile /tmp/prof --py-spy /path/to/py-spy            # py-spy raw stacks per workload
     .venv/bin/python bench/broker_bench.py --messages 200000 --repeat 3 --e2e-fetch-wait-ms 10
+    git worktree add /tmp/old <commit>                          # two samsa versions, one run:
+    .venv/bin/python bench/broker_bench.py --brokers samsa,samsa-base --baseline /tmp/old
 
 Brokers are killed at the end (also on errors), everything listens on 127.0.0.1 only, and the
 temporary directories are removed. Timings never fail the run: the exit status is 0.
@@ -108,7 +110,9 @@ import confluent_kafka
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-BROKERS = ("samsa", "tansu")
+# samsa-base: samsa from another source tree (--baseline), to compare two versions in one run
+BROKERS = ("samsa", "tansu", "samsa-base")
+SAMSAS = ("samsa", "samsa-base")
 WORKLOADS = (
     "paper_batch1",
     "paper_batch50",
@@ -186,6 +190,7 @@ class BrokerProcess:
     proc: subprocess.Popen[bytes] | None = None
     pycache: Path | None = None
     cwd: Path | None = None
+    source: Path = PROJECT_DIR  # the samsa source tree a samsa broker runs from
     startup_s: float = 0.0
     log_path: Path = field(init=False)
 
@@ -197,7 +202,7 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        if self.name == "samsa":
+        if self.name in SAMSAS:
             return [
                 sys.executable, "-m", "samsa.cli", "server",
                 "--override", f"log.dirs={self.workdir / 'data'}",
@@ -217,7 +222,7 @@ class BrokerProcess:
         self.port = free_port()
         cmd = self.command()
         env = dict(os.environ)
-        env.setdefault("PYTHONPATH", str(PROJECT_DIR))
+        env["PYTHONPATH"] = str(self.source)
         if self.pycache is not None:  # bytecode as an installed package has it
             env.pop("PYTHONDONTWRITEBYTECODE", None)
             env["PYTHONPYCACHEPREFIX"] = str(self.pycache)
@@ -657,7 +662,8 @@ def emit(line: dict[str, Any], results: list[dict[str, Any]]) -> None:
 
 
 def start_broker(
-    name: str, workdir: Path, startup_runs: int, started: list[BrokerProcess]
+    name: str, workdir: Path, startup_runs: int, started: list[BrokerProcess],
+    source: Path = PROJECT_DIR,
 ) -> tuple[BrokerProcess, dict[str, Any]]:
     """Start-up measurement, then the broker the workloads run against.
 
@@ -666,10 +672,11 @@ def start_broker(
     cache and, with Hypothesis installed (kio registers strategies for its types at import),
     fills .hypothesis/ in the working directory.
     """
-    pycache = workdir / "pycache" if name == "samsa" else None
+    pycache = workdir / "pycache" if name in SAMSAS else None
     times: list[float] = []
     for i in range(max(1, startup_runs) + 1):
-        broker = BrokerProcess(name, workdir / f"spawn{i}", pycache=pycache, cwd=workdir)
+        broker = BrokerProcess(name, workdir / f"spawn{i}", pycache=pycache, cwd=workdir,
+                               source=source)
         broker.workdir.mkdir()
         started.append(broker)
         times.append(broker.start())
@@ -711,7 +718,9 @@ def bench_brokers(args: argparse.Namespace, parent: Path, results: list[dict[str
             workdir = parent / name
             workdir.mkdir()
             try:
-                broker, line = start_broker(name, workdir, args.startup_runs, started)
+                broker, line = start_broker(
+                    name, workdir, args.startup_runs, started,
+                    args.baseline if name == "samsa-base" else PROJECT_DIR)
             except Exception as exc:
                 emit({"broker": name, "workload": "startup",
                       "error": f"{type(exc).__name__}: {exc}"}, results)
@@ -835,7 +844,8 @@ def lookup(results: list[dict[str, Any]], broker: str, workload: str, key: str) 
 
 
 def report(results: list[dict[str, Any]], brokers: list[str]) -> None:
-    both = "samsa" in brokers and "tansu" in brokers
+    peer = next((b for b in ("tansu", "samsa-base") if b in brokers), None)
+    both = "samsa" in brokers and peer is not None
     header = ["workload", *brokers] + (["ratio", "samsa ahead"] if both else [])
     table: list[list[str]] = [header]
     for row in ROWS:
@@ -846,7 +856,7 @@ def report(results: list[dict[str, Any]], brokers: list[str]) -> None:
             "-" if values[b] is None else row.fmt.format(values[b]) for b in brokers
         ]
         if both:
-            s, t = values["samsa"], values["tansu"]
+            s, t = values["samsa"], values[peer or "tansu"]
             if s and t:
                 ratio = s / t if row.higher_is_better else t / s
                 cells += [f"{ratio:.2f}x", "yes" if ratio > 1 else "no"]
@@ -855,7 +865,7 @@ def report(results: list[dict[str, Any]], brokers: list[str]) -> None:
         table.append(cells)
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     log("")
-    log("ratio: samsa / tansu for throughput, tansu / samsa for latency, start-up and CPU;"
+    log(f"ratio: samsa / {peer} for throughput, {peer} / samsa for latency, start-up and CPU;"
         " above 1x means samsa is ahead")
     for i, r in enumerate(table):
         log(" | ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j])
@@ -877,7 +887,7 @@ def report(results: list[dict[str, Any]], brokers: list[str]) -> None:
     if both:
         rows = [
             (row, lookup(results, "samsa", row.workload, row.key),
-             lookup(results, "tansu", row.workload, row.key))
+             lookup(results, peer or "tansu", row.workload, row.key))
             for row in ROWS if row.workload != "startup_embedded"
         ]
         compared = [(row, s, t) for row, s, t in rows if s and t]
@@ -886,7 +896,7 @@ def report(results: list[dict[str, Any]], brokers: list[str]) -> None:
             if (s <= t if row.higher_is_better else s >= t)
         ]
         ok = not behind if compared else None
-        aim("ahead of tansu on every workload", 1.0 if compared else None, ok)
+        aim(f"ahead of {peer} on every workload", 1.0 if compared else None, ok)
         for label in behind:
             log(f"    behind: {label}")
     b1 = lookup(results, "samsa", "paper_batch1", "msg_per_s")
@@ -921,6 +931,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--startup-runs", type=int, default=3,
                         help="warm process spawns (after one cold) for the start-up median"
                         " (default 3)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a samsa source tree (e.g. a git worktree of an older commit) that "
+                        "the samsa-base broker runs from")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="parent of the temporary broker directories (default: $TMPDIR)")
     parser.add_argument("--profile", type=Path, default=None,
@@ -939,6 +952,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for w in args.workloads:
         if w not in WORKLOADS:
             parser.error(f"unknown workload {w!r}")
+    if "samsa-base" in args.brokers and (
+            args.baseline is None or not (args.baseline / "samsa" / "cli.py").exists()):
+        parser.error("samsa-base needs --baseline PATH, a samsa source tree")
     if args.profile is not None and args.py_spy is None:
         parser.error("--profile needs py-spy (--py-spy PATH)")
     return args
