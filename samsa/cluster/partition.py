@@ -84,6 +84,8 @@ class Partition:
         can): the leader epoch the client asks for (-1: none) is checked first, as Kafka's
         Partition checks it. ``require_leader=False`` (a debugging ListOffsets) lets any
         replica whose state has arrived answer."""
+        if current_leader_epoch < 0 and self.leader_id == self.broker_id != NO_LEADER:
+            return None  # the common case, first: this broker leads and no epoch is asked
         if self.replicated and self.leader_id == NO_LEADER:
             return ErrorCode.not_leader_or_follower  # its state has not arrived yet
         if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:

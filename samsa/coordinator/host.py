@@ -9,7 +9,6 @@ if TYPE_CHECKING:  # all from the coordinators' layer or below
     from samsa.cluster.producer_ids import ProducerIdManager
     from samsa.cluster.replicas import Replicas
     from samsa.cluster.topic_admin import TopicAdmin
-    from samsa.cluster.topics import TopicStore
     from samsa.config import BrokerConfig
     from samsa.coordinator.group_coordinator import GroupCoordinator
 
@@ -21,6 +20,3 @@ class CoordinatorHost(Protocol):
     topic_admin: TopicAdmin
     producer_ids: ProducerIdManager | None
     group_coordinator: GroupCoordinator | None  # the transaction coordinator completes offsets
-
-    @property
-    def topics(self) -> TopicStore | None: ...

@@ -336,16 +336,14 @@ class KafkaServer:
     def _leadership_changed(self, name: str, index: int, leads: bool) -> None:
         """Cluster mode: a coordinator whose state lives in ``name``-``index`` loads it when
         this broker starts leading the partition and lets it go when another broker does."""
-        if name == "__consumer_offsets" and self.group_coordinator is not None:
-            if leads:
-                self.group_coordinator.load_partition(index)
-            else:
-                self.group_coordinator.unload_partition(index)
-        elif name == "__transaction_state" and self.txn_coordinator is not None:
-            if leads:
-                self.txn_coordinator.load_partition(index)
-            else:
-                self.txn_coordinator.unload_partition(index)
+        coordinator = {OFFSETS_TOPIC: self.group_coordinator,
+                       TXN_STATE_TOPIC: self.txn_coordinator}.get(name)
+        if coordinator is None:
+            return
+        if leads:
+            coordinator.load_partition(index)
+        else:
+            coordinator.unload_partition(index)
 
     # ZooKeeper mode's parts (None on a single node), for tools and tests that look inside
     @property

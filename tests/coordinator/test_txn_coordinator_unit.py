@@ -42,10 +42,6 @@ class Services:
     broker_id: int = 1
     state: InMemoryPartitionWriter = field(default_factory=InMemoryPartitionWriter)
 
-    @property
-    def topics(self) -> TopicStore | None:
-        return self.replicas.topics
-
 
 @pytest_asyncio.fixture
 async def services(tmp_path: Path) -> AsyncIterator[Services]:
