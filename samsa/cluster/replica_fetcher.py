@@ -31,32 +31,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import itertools
 import logging
-import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import load_response_schema
-from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.list_offsets.v7.request import (
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
-from kio.serial import entity_reader
 
 from samsa.cluster.partition import Partition
 from samsa.errors import ErrorCode, KafkaError, kafka_name
-from samsa.protocol.codec import encode_message
+from samsa.protocol.connection import BrokerConnection, BrokerConnectionError
 from samsa.records.batch import iter_headers
 from samsa.storage.log import Log
 
 log = logging.getLogger(__name__)
 
-FETCH, LIST_OFFSETS, API_VERSIONS = 1, 2, 18
+FETCH, LIST_OFFSETS = 1, 2
 FETCH_VERSION = 12
 LIST_OFFSETS_VERSION = 7
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
@@ -69,13 +64,7 @@ DEFAULT_FETCH_MIN_BYTES = 1  # replica.fetch.min.bytes
 DEFAULT_FETCH_BACKOFF_MS = 1000  # replica.fetch.backoff.ms
 DEFAULT_SOCKET_TIMEOUT_MS = 30000  # replica.socket.timeout.ms
 
-_SIZE = struct.Struct(">i")
 TP = tuple[str, int]
-
-
-class LeaderConnectionError(Exception):
-    """The leader could not be reached, closed the connection, answered too late or answered
-    something this fetcher cannot read."""
 
 
 class _UnexpectedAppendOffset(KafkaError):
@@ -163,91 +152,6 @@ def _chunks(view: memoryview, limit: int) -> Iterable[memoryview]:
         end = pos + header.size
     if end > start:
         yield view[start:end]
-
-
-class BrokerConnection:
-    """A Kafka protocol connection to another broker (a leader, for the fetcher; a partition
-    leader, for the transaction coordinator's markers): one request at a time."""
-
-    def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str
-    ) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.client_id = client_id
-        self._correlation = itertools.count(1)
-
-    @classmethod
-    async def open(
-        cls, host: str, port: int, client_id: str, timeout: float
-    ) -> BrokerConnection:
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        except (OSError, TimeoutError) as exc:
-            raise LeaderConnectionError(
-                f"cannot connect to {host}:{port}: {getattr(exc, 'strerror', None) or exc!r}"
-            ) from exc
-        connection = cls(reader, writer, client_id)
-        try:
-            versions = await connection.request(API_VERSIONS, 0, ApiVersionsRequest(), timeout)
-            if versions.error_code != ErrorCode.none:
-                raise LeaderConnectionError(
-                    f"ApiVersions to {host}:{port}: {kafka_name(versions.error_code)}"
-                )
-            ranges = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
-            for key, version, name in ((FETCH, FETCH_VERSION, "Fetch"),
-                                       (LIST_OFFSETS, LIST_OFFSETS_VERSION, "ListOffsets")):
-                low, high = ranges.get(key, (0, -1))
-                if not low <= version <= high:
-                    raise LeaderConnectionError(
-                        f"the leader at {host}:{port} does not support {name} v{version}"
-                    )
-        except BaseException:
-            await connection.close()
-            raise
-        return connection
-
-    async def request(self, api_key: int, version: int, body: Any, timeout: float) -> Any:
-        """Send ``body`` and read its answer within ``timeout`` seconds."""
-        correlation = next(self._correlation)
-        header = type(body).__header_schema__(
-            request_api_key=api_key, request_api_version=version,
-            correlation_id=correlation, client_id=self.client_id,
-        )
-        payload = encode_message(header) + encode_message(body)
-        try:
-            async with asyncio.timeout(timeout):
-                self.writer.write(_SIZE.pack(len(payload)) + payload)
-                await self.writer.drain()
-                (size,) = _SIZE.unpack(await self.reader.readexactly(_SIZE.size))
-                if size < 0:
-                    raise LeaderConnectionError(f"a response frame of {size} bytes")
-                frame = await self.reader.readexactly(size)
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            raise LeaderConnectionError(f"connection to the leader lost: {exc!r}") from exc
-        except TimeoutError as exc:
-            raise LeaderConnectionError(
-                f"no answer from the leader within {timeout:g} s (api key {api_key})"
-            ) from exc
-        schema = load_response_schema(api_key, version)
-        try:
-            response_header, used = entity_reader(schema.__header_schema__)(frame, 0)
-            response, _ = entity_reader(schema)(frame, used)
-        except Exception as exc:  # a malformed answer: drop the connection, try again later
-            raise LeaderConnectionError(
-                f"cannot read the leader's answer (api key {api_key} v{version}): {exc!r}"
-            ) from exc
-        if response_header.correlation_id != correlation:
-            raise LeaderConnectionError(
-                f"the leader answered correlation id {response_header.correlation_id}, "
-                f"expected {correlation}"
-            )
-        return response
-
-    async def close(self) -> None:
-        self.writer.close()
-        with contextlib.suppress(Exception):
-            await self.writer.wait_closed()
 
 
 class ReplicaFetcher:
@@ -418,7 +322,7 @@ class ReplicaFetcher:
                     FETCH, FETCH_VERSION, request, self.socket_timeout_ms / 1000
                 )
                 await self._handle_response(connection, fetchable, response)
-            except LeaderConnectionError as exc:
+            except BrokerConnectionError as exc:
                 self.connection_failures += 1
                 # the first failure of a run is a warning, the retries after it are not
                 level = logging.DEBUG if self._failing else logging.WARNING
@@ -459,7 +363,9 @@ class ReplicaFetcher:
         if self._connection is None:
             host, port = self.leader
             self._connection = await BrokerConnection.open(
-                host, port, self.client_id, self.socket_timeout_ms / 1000
+                host, port, self.client_id, self.socket_timeout_ms / 1000,
+                require=((FETCH, FETCH_VERSION, "Fetch"),
+                         (LIST_OFFSETS, LIST_OFFSETS_VERSION, "ListOffsets")),
             )
             if self._failing:
                 log.info("%s: connected to %s:%d again", self.name, host, port)
@@ -518,7 +424,7 @@ class ReplicaFetcher:
                 state.fetches += 1
                 try:
                     await self._handle_partition(connection, key, state, data)
-                except (LeaderConnectionError, asyncio.CancelledError):
+                except (BrokerConnectionError, asyncio.CancelledError):
                     raise
                 except (_UnexpectedAppendOffset, OSError) as exc:
                     self._fail(key, state, repr(exc))

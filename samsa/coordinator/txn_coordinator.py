@@ -39,7 +39,6 @@ from kio.schema.write_txn_markers.v1.request import (
 )
 from kio.static.primitive import i16, i32
 
-from samsa.cluster.replica_fetcher import BrokerConnection, LeaderConnectionError
 from samsa.coordinator.records import partition_for
 from samsa.coordinator.state_machine import check_transition
 from samsa.coordinator.txn_records import (
@@ -51,6 +50,7 @@ from samsa.coordinator.txn_records import (
 )
 from samsa.coordinator.writer import PartitionWriter
 from samsa.errors import CorruptRecordError, ErrorCode, KafkaError
+from samsa.protocol.connection import BrokerConnection, BrokerConnectionError
 from samsa.records.batch import read_header
 from samsa.records.record import RecordInput, decode_records, encode_batch
 
@@ -462,11 +462,11 @@ class TransactionCoordinator:
             connection = await BrokerConnection.open(
                 endpoint.host or "127.0.0.1", endpoint.port,
                 f"broker-{self.server.broker_id}-txn-markers", MARKER_TIMEOUT_S)
-        except LeaderConnectionError as exc:
+        except BrokerConnectionError as exc:
             raise MarkerError(str(exc)) from exc
         try:
             response = await connection.request(WRITE_TXN_MARKERS, 1, body, MARKER_TIMEOUT_S)
-        except LeaderConnectionError as exc:
+        except BrokerConnectionError as exc:
             raise MarkerError(str(exc)) from exc
         finally:
             await connection.close()

@@ -7,30 +7,34 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import itertools
 import socket
-import struct
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema
 from kio.schema.offset_delete.v0.request import (
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
     OffsetDeleteRequestTopic,
 )
-from kio.serial import entity_reader
 
 from samsa.errors import ErrorCode, kafka_name
-from samsa.protocol.codec import encode_message
+from samsa.protocol.client import (
+    SIZE,
+    ClientCodec,
+    ResponseError,
+    api_versions_request,
+    choose_version,
+    version_ranges,
+)
 from samsa.tools.common import CONNECT_TIMEOUT_S, ToolError, parse_bootstrap
 
 CLIENT_ID = "samsa-consumer-groups"
 TP = tuple[str, int]
 
 
-API_VERSIONS, FIND_COORDINATOR, OFFSET_DELETE, METADATA = 18, 10, 47, 3
+FIND_COORDINATOR, OFFSET_DELETE, METADATA = 10, 47, 3
 # Metadata from v4 (the first that can refuse to auto-create the topics asked about) to the
 # newest kio reads.
 KIO_METADATA = (4, 12)
@@ -55,7 +59,6 @@ _MESSAGES = {
     ErrorCode.coordinator_load_in_progress:
         "The coordinator is loading and hence can't process requests.",
 }
-_SIZE = struct.Struct(">i")
 
 
 def error_text(code: int) -> str:
@@ -73,8 +76,7 @@ class Wire:
     def __init__(self, host: str, port: int, deadline: float, client_id: str = CLIENT_ID) -> None:
         self.address = f"{host}:{port}"
         self.deadline = deadline
-        self.client_id = client_id
-        self._correlation = itertools.count(1)
+        self.codec = ClientCodec(client_id)
         try:
             self.sock = socket.create_connection(
                 (host, port), timeout=min(CONNECT_TIMEOUT_S, self._remaining())
@@ -82,14 +84,15 @@ class Wire:
         except OSError as exc:
             raise ToolError(f"cannot connect to {self.address}: {exc.strerror or exc}") from exc
         try:
-            response = self.request(API_VERSIONS, 0, load_request_schema(API_VERSIONS, 0)())
+            response = self.request(*api_versions_request())
+            if response.error_code != ErrorCode.none:
+                raise ToolError(
+                    f"ApiVersions to {self.address}: {error_text(response.error_code)}"
+                )
         except ToolError:
             self.sock.close()
             raise
-        if response.error_code != ErrorCode.none:
-            self.sock.close()
-            raise ToolError(f"ApiVersions to {self.address}: {error_text(response.error_code)}")
-        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        self.versions = version_ranges(response)
 
     def __enter__(self) -> Wire:
         return self
@@ -105,9 +108,8 @@ class Wire:
 
     def version(self, api_key: int, lowest: int, highest: int, name: str) -> int:
         """The highest version both sides speak; a one-line error when there is none."""
-        broker_min, broker_max = self.versions.get(api_key, (0, -1))
-        chosen = min(highest, broker_max)
-        if chosen < max(lowest, broker_min):
+        chosen = choose_version(self.versions, api_key, lowest, highest)
+        if chosen is None:
             raise ToolError(
                 f"UNSUPPORTED_VERSION: the broker at {self.address} does not support {name}"
             )
@@ -118,34 +120,20 @@ class Wire:
     ) -> Any:
         """Send ``body``, read the answer (as ``response_schema`` when given: a variant of
         kio's schema, e.g. for fields kio cannot read as Kafka writes them)."""
-        correlation = next(self._correlation)
-        header = type(body).__header_schema__(
-            request_api_key=api_key, request_api_version=version,
-            correlation_id=correlation, client_id=self.client_id,
-        )
-        payload = encode_message(header) + encode_message(body)
+        frame, sent = self.codec.encode(api_key, version, body, response_schema)
         try:
             self.sock.settimeout(self._remaining())
-            self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-            (size,) = _SIZE.unpack(self._read(_SIZE.size))
-            frame = self._read(size)
+            self.sock.sendall(frame)
+            answer = self._read(self.codec.frame_size(self._read(SIZE.size)))
+            return self.codec.decode(sent, answer)
+        except ResponseError as exc:
+            raise ToolError(f"{self.address}: {exc}") from exc
+        except TimeoutError as exc:  # before OSError, of which it is a subclass
+            raise ToolError(f"REQUEST_TIMED_OUT: no answer from {self.address} in time") from exc
         except OSError as exc:
             raise ToolError(
                 f"no answer from {self.address}: {getattr(exc, 'strerror', None) or exc}"
             ) from exc
-        schema = response_schema or load_response_schema(api_key, version)
-        try:
-            response_header, used = entity_reader(schema.__header_schema__)(frame, 0)
-            if response_header.correlation_id != correlation:
-                raise ToolError(f"{self.address} answered out of order")
-            response, _ = entity_reader(schema)(frame, used)
-        except ToolError:
-            raise
-        except Exception as exc:  # a malformed answer: one line, not a traceback
-            raise ToolError(
-                f"cannot read the answer of {self.address} (api key {api_key} v{version}): {exc}"
-            ) from exc
-        return response
 
     def _read(self, size: int) -> bytes:
         data = bytearray()

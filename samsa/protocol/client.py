@@ -1,0 +1,117 @@
+"""The client side of Kafka's protocol, without I/O: encode a request, match and decode its
+response, choose a version both sides speak.
+
+The transports over it: ``samsa.protocol.connection.BrokerConnection`` (asyncio: the replica
+fetcher, the transaction coordinator's markers) and ``samsa.tools.wire.Wire`` (blocking: the
+command-line tools). Each turns ``ResponseError`` into its own error.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.serial import entity_reader
+
+from samsa.errors import ErrorCode, kafka_name
+from samsa.protocol.codec import encode_message
+
+API_VERSIONS = 18
+SIZE = struct.Struct(">i")
+# The most a response frame may claim before it is taken for garbage (Kafka's clients have no
+# limit; a broker that answers a gigabyte is broken, not busy).
+MAX_RESPONSE_BYTES = 1 << 30
+
+VersionRanges = Mapping[int, tuple[int, int]]
+
+
+class ResponseError(Exception):
+    """An answer that cannot be read or does not answer the request sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A request on its way: what its response must carry and how to read it."""
+
+    correlation_id: int
+    api_key: int
+    api_version: int
+    response_schema: Any
+
+
+class ClientCodec:
+    """Correlation ids and the frames of one connection's requests and responses."""
+
+    def __init__(self, client_id: str) -> None:
+        self.client_id = client_id
+        self._correlation = itertools.count(1)
+
+    def encode(
+        self, api_key: int, version: int, body: Any, response_schema: Any = None
+    ) -> tuple[bytes, Sent]:
+        """The size-prefixed frame of ``body`` (a kio request entity of ``version``).
+
+        ``response_schema`` reads the answer instead of kio's own (a variant for fields kio
+        cannot read as Kafka writes them)."""
+        correlation = next(self._correlation)
+        header = type(body).__header_schema__(
+            request_api_key=api_key, request_api_version=version,
+            correlation_id=correlation, client_id=self.client_id,
+        )
+        payload = encode_message(header) + encode_message(body)
+        schema = response_schema or load_response_schema(api_key, version)
+        return SIZE.pack(len(payload)) + payload, Sent(correlation, api_key, version, schema)
+
+    @staticmethod
+    def frame_size(prefix: bytes) -> int:
+        """The size of the response frame that follows its 4-byte ``prefix``."""
+        (size,) = SIZE.unpack(prefix)
+        if not 0 <= size <= MAX_RESPONSE_BYTES:
+            raise ResponseError(f"a response frame of {size} bytes")
+        return size
+
+    @staticmethod
+    def decode(sent: Sent, frame: bytes) -> Any:
+        """The response entity in ``frame`` (the bytes after the size prefix)."""
+        schema = sent.response_schema
+        try:
+            header, used = entity_reader(schema.__header_schema__)(frame, 0)
+            if header.correlation_id != sent.correlation_id:
+                raise ResponseError(
+                    f"answered correlation id {header.correlation_id}, "
+                    f"expected {sent.correlation_id}"
+                )
+            response, _ = entity_reader(schema)(frame, used)
+        except ResponseError:
+            raise
+        except Exception as exc:  # a malformed answer, whatever kio's reader raises
+            raise ResponseError(
+                f"cannot read the answer (api key {sent.api_key} v{sent.api_version}): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        return response
+
+
+def api_versions_request() -> tuple[int, int, ApiVersionsRequest]:
+    """(api key, version, body) of the first request on a connection: ApiVersions v0, which
+    every broker answers."""
+    return API_VERSIONS, 0, ApiVersionsRequest()
+
+
+def version_ranges(response: Any) -> dict[int, tuple[int, int]]:
+    """The (min, max) version of each API key in an ApiVersions ``response``."""
+    if response.error_code != ErrorCode.none:
+        raise ResponseError(f"ApiVersions: {kafka_name(response.error_code)}")
+    return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+
+def choose_version(ranges: VersionRanges, api_key: int, lowest: int, highest: int) -> int | None:
+    """The highest version in [lowest, highest] the broker speaks, or None."""
+    broker_min, broker_max = ranges.get(api_key, (0, -1))
+    chosen = min(highest, broker_max)
+    return chosen if chosen >= max(lowest, broker_min) else None
