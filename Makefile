@@ -9,7 +9,7 @@ APT_PACKAGES := kcat libzookeeper-java
 # Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
 JAVA_PACKAGE := openjdk-17-jre-headless
 
-.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster clean
+.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster clean import-graph
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ lint: setup
 	$(BIN)/ruff check samsa tests bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+
+# The import graph between samsa's packages, by layer (each imports only those below it).
+import-graph: $(STAMP)
+	$(BIN)/python tests/import_graph.py
 
 run: $(STAMP)
 	$(BIN)/samsa server --override log.dirs=data

@@ -27,3 +27,15 @@ def test_the_broker_is_still_one_attribute_away() -> None:
     out = subprocess.run([sys.executable, "-c", "import samsa; print(samsa.Broker.__name__)"],
                          capture_output=True, text=True, check=True, timeout=120).stdout
     assert out.strip() == "Broker"
+
+
+def test_the_package_graph_has_no_cycle_and_server_is_above_its_services() -> None:
+    from import_graph import levels, package_graph
+
+    edges = package_graph()
+    height = levels(edges)  # raises graphlib.CycleError on a cycle
+    assert height["server"] > max(height[p] for p in ("handlers", "coordinator", "zk", "cluster"))
+    assert height["protocol"] < height["cluster"] and height["records"] < height["storage"]
+    for client in ("spark", "pipeline"):
+        assert not edges[client] & {"server", "handlers", "coordinator", "zk", "cluster",
+                                    "storage", "embedded"}, client
