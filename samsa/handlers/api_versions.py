@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samsa.errors import ErrorCode
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import APIS, api
 
+if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
+    from kio.schema.api_versions.v4.request import ApiVersionsRequest
+
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
 @api(18, "ApiVersions", 0, 4)
-async def api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> dict[str, Any]:
     error = ErrorCode.none
     if ctx.version >= 3:
         name = request.client_software_name or ""

@@ -9,12 +9,19 @@ only assignment is itself.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.topic_admin import TP, Outcome
 from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
+
+if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
+    from kio.schema.alter_partition_reassignments.v0.request import (
+        AlterPartitionReassignmentsRequest,
+    )
+    from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+    from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 
 PREFERRED = 0  # ElectLeaders' election type when a version has none
 
@@ -23,7 +30,7 @@ PREFERRED = 0  # ElectLeaders' election type when a version has none
 
 
 @api(43, "ElectLeaders", 0, 2)
-async def elect_leaders(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> dict[str, Any]:
     election_type = getattr(request, "election_type", PREFERRED)
     wanted = None if request.topic_partitions is None else [
         (t.topic, int(p)) for t in request.topic_partitions for p in t.partitions]
@@ -49,12 +56,14 @@ def _election_results(results: dict[TP, Outcome]) -> list[dict[str, Any]]:
 
 
 @api(45, "AlterPartitionReassignments", 0, 0)
-async def alter_partition_reassignments(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def alter_partition_reassignments(
+    ctx: RequestContext, request: AlterPartitionReassignmentsRequest
+) -> dict[str, Any]:
     targets: dict[TP, tuple[int, ...] | None] = {}
     duplicated: set[TP] = set()
     for topic in request.topics:
         for p in topic.partitions:
-            tp = (topic.name, int(p.partition_index))
+            tp: TP = (topic.name, int(p.partition_index))
             if tp in targets:
                 duplicated.add(tp)
             targets[tp] = None if p.replicas is None else tuple(int(r) for r in p.replicas)
@@ -66,8 +75,8 @@ async def alter_partition_reassignments(ctx: RequestContext, request: Any) -> di
     for tp in duplicated:  # Kafka answers the last one; say the request repeated itself
         results[tp] = (ErrorCode.invalid_request, "Duplicate partition in the request.")
     topics: dict[str, list[dict[str, Any]]] = {}
-    for (topic, index), (code, message) in results.items():
-        topics.setdefault(topic, []).append(
+    for (name, index), (code, message) in results.items():
+        topics.setdefault(name, []).append(
             {"partition_index": index, "error_code": code, "error_message": message})
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
             "responses": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
@@ -77,7 +86,9 @@ async def alter_partition_reassignments(ctx: RequestContext, request: Any) -> di
 
 
 @api(46, "ListPartitionReassignments", 0, 0)
-async def list_partition_reassignments(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def list_partition_reassignments(
+    ctx: RequestContext, request: ListPartitionReassignmentsRequest
+) -> dict[str, Any]:
     wanted = None if request.topics is None else [
         (t.name, int(p)) for t in request.topics for p in t.partition_indexes]
     try:

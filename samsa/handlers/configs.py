@@ -11,14 +11,28 @@ ConfigType).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from samsa.cluster.topics import topic_name_problem
 from samsa.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, Key, LogConfig, Type
 from samsa.errors import ErrorCode, KafkaError, error
 from samsa.handlers.context import Broker, RequestContext
 from samsa.handlers.registry import api
+
+if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
+    from kio.schema.alter_configs.v2.request import AlterConfigsRequest, AlterConfigsResource
+    from kio.schema.describe_configs.v4.request import (
+        DescribeConfigsRequest,
+        DescribeConfigsResource,
+    )
+    from kio.schema.incremental_alter_configs.v1.request import (
+        AlterConfigsResource as IncrementalAlterConfigsResource,
+    )
+    from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
+
+    # A resource of AlterConfigs or of IncrementalAlterConfigs (the same but for the operation)
+    AlterResource = AlterConfigsResource | IncrementalAlterConfigsResource
 
 # ConfigResource.Type
 RESOURCE_TOPIC = 2
@@ -48,6 +62,8 @@ OP_SUBTRACT = 3
 _OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
 DYNAMIC_BROKER_UNSUPPORTED = "dynamic broker configs are not supported"
+
+R = TypeVar("R", "AlterConfigsResource", "IncrementalAlterConfigsResource")
 
 
 def config_string(value: Any) -> str | None:
@@ -199,7 +215,9 @@ def _existing_topic_overrides(server: Broker, name: str) -> dict[str, str]:
     return dict(topic.configs)
 
 
-def _describe_one(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> list[Any]:
+def _describe_one(
+    ctx: RequestContext, resource: DescribeConfigsResource, synonyms: bool, docs: bool
+) -> list[dict[str, Any]]:
     server = ctx.server
     names = resource.configuration_keys
     if resource.resource_type == RESOURCE_TOPIC:
@@ -217,12 +235,12 @@ def _describe_one(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool
 
 
 @api(32, "DescribeConfigs", 1, 4)
-async def describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> dict[str, Any]:
     synonyms = bool(request.include_synonyms)
     docs = bool(getattr(request, "include_documentation", False))
     results = []
     for resource in request.resources or ():
-        result = {
+        result: dict[str, Any] = {
             "error_code": ErrorCode.none,
             "error_message": None,
             "resource_type": resource.resource_type,
@@ -247,7 +265,7 @@ def _validate_topic_configs(server: Broker, configs: Mapping[str, str]) -> None:
         raise error(ErrorCode.invalid_config, str(exc)) from None
 
 
-def _check_resource(server: Broker, resource: Any) -> None:
+def _check_resource(server: Broker, resource: AlterResource) -> None:
     """Checks common to both alter APIs, before the changes are looked at."""
     if resource.resource_type == RESOURCE_BROKER:
         if resource.resource_name != "":
@@ -262,7 +280,7 @@ def _check_resource(server: Broker, resource: Any) -> None:
         raise error(ErrorCode.invalid_request, "Error due to duplicate config keys")
 
 
-def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
+def _duplicates(resources: Iterable[AlterResource]) -> set[tuple[int, str]]:
     seen: set[tuple[int, str]] = set()
     duplicates: set[tuple[int, str]] = set()
     for resource in resources:
@@ -271,7 +289,7 @@ def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
     return duplicates
 
 
-def _alter_result(resource: Any, failure: KafkaError | None = None) -> dict[str, Any]:
+def _alter_result(resource: AlterResource, failure: KafkaError | None = None) -> dict[str, Any]:
     return {
         "error_code": failure.code if failure else ErrorCode.none,
         "error_message": failure.message if failure else None,
@@ -280,14 +298,15 @@ def _alter_result(resource: Any, failure: KafkaError | None = None) -> dict[str,
     }
 
 
-def _legacy_new_configs(server: Broker, resource: Any) -> dict[str, str]:
+def _legacy_new_configs(server: Broker, resource: AlterConfigsResource) -> dict[str, str]:
     _check_resource(server, resource)
     nulls = [c.name for c in resource.configs or () if c.value is None]
     if nulls:
         raise error(
             ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
         )
-    new = {c.name: c.value for c in resource.configs or ()}
+    # every value (nulls were refused above): the filter tells the type checker so
+    new = {c.name: c.value for c in resource.configs or () if c.value is not None}
     _existing_topic_overrides(server, resource.resource_name)
     _validate_topic_configs(server, new)
     return new
@@ -299,7 +318,9 @@ def _list_parts(value: str | None, key: Key) -> list[str]:
     return [part for part in (value or "").split(",") if part]
 
 
-def _incremental_new_configs(server: Broker, resource: Any) -> dict[str, str]:
+def _incremental_new_configs(
+    server: Broker, resource: IncrementalAlterConfigsResource
+) -> dict[str, str]:
     _check_resource(server, resource)
     nulls = [c.name for c in resource.configs or ()
              if c.config_operation != OP_DELETE and c.value is None]
@@ -315,11 +336,13 @@ def _incremental_new_configs(server: Broker, resource: Any) -> dict[str, str]:
     current = _existing_topic_overrides(server, resource.resource_name)
     new = dict(current)
     for change in resource.configs or ():
-        name, op = change.name, change.config_operation
-        if op == OP_SET:
-            new[name] = change.value
-        elif op == OP_DELETE:
+        name, op, value = change.name, change.config_operation, change.value
+        if op == OP_DELETE:
             new.pop(name, None)
+            continue
+        assert value is not None  # refused above: only DELETE may have a null value
+        if op == OP_SET:
+            new[name] = value
         else:
             key = TOPIC_KEYS.get(name)
             if key is None:
@@ -330,7 +353,7 @@ def _incremental_new_configs(server: Broker, resource: Any) -> dict[str, str]:
                     f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.",
                 )
             parts = _list_parts(new.get(name), key)
-            for item in filter(None, change.value.split(",")):
+            for item in filter(None, value.split(",")):
                 if op == OP_APPEND and item not in parts:
                     parts.append(item)
                 elif op == OP_SUBTRACT and item in parts:
@@ -340,11 +363,13 @@ def _incremental_new_configs(server: Broker, resource: Any) -> dict[str, str]:
     return new
 
 
-def _alter(ctx: RequestContext, request: Any, new_configs: Any) -> dict[str, Any]:
+def _alter(
+    ctx: RequestContext, requested: Sequence[R] | None, validate_only: bool,
+    new_configs: Callable[[Broker, R], dict[str, str]],
+) -> dict[str, Any]:
     server = ctx.server
-    resources = list(request.resources or ())
+    resources = list(requested or ())
     duplicates = _duplicates(resources)
-    validate_only = bool(request.validate_only)
     responses = []
     for resource in resources:
         if (resource.resource_type, resource.resource_name) in duplicates:
@@ -363,12 +388,14 @@ def _alter(ctx: RequestContext, request: Any, new_configs: Any) -> dict[str, Any
 
 
 @api(33, "AlterConfigs", 0, 2)
-async def alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> dict[str, Any]:
     """Replace the whole set of overrides of each topic (keys left out return to defaults)."""
-    return _alter(ctx, request, _legacy_new_configs)
+    return _alter(ctx, request.resources, bool(request.validate_only), _legacy_new_configs)
 
 
 @api(44, "IncrementalAlterConfigs", 0, 1)
-async def incremental_alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def incremental_alter_configs(
+    ctx: RequestContext, request: IncrementalAlterConfigsRequest
+) -> dict[str, Any]:
     """SET / DELETE / APPEND / SUBTRACT single keys of each topic's overrides."""
-    return _alter(ctx, request, _incremental_new_configs)
+    return _alter(ctx, request.resources, bool(request.validate_only), _incremental_new_configs)

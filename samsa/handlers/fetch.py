@@ -13,14 +13,22 @@ Fetch sessions are refused the way Kafka allows (session id 0), so clients send 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, Any, cast
 
 from samsa.cluster.partition import Partition
 from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
 
+if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
+    from kio.schema.fetch.v12.request import FetchTopic as NamedFetchTopic
+    from kio.schema.fetch.v16.request import FetchPartition, FetchRequest
+
 READ_COMMITTED = 1
+
+# A topic as the request names it: by id from v13 on, by name before.
+TopicKey = uuid.UUID | str | None
 
 
 def _empty(index: int, error: ErrorCode, partition: Partition | None = None) -> dict[str, Any]:
@@ -39,7 +47,7 @@ def _empty(index: int, error: ErrorCode, partition: Partition | None = None) -> 
 class _FetchPlan:
     """The partitions of one request, resolved once; read() may run several times."""
 
-    def __init__(self, ctx: RequestContext, request: Any) -> None:
+    def __init__(self, ctx: RequestContext, request: FetchRequest) -> None:
         server = ctx.server
         store = server.topics
         assert store is not None
@@ -48,16 +56,19 @@ class _FetchPlan:
         state = getattr(request, "replica_state", None)  # v15+ moved replica_id there
         self.replica_id = state.replica_id if state is not None else getattr(
             request, "replica_id", -1)
-        self.max_bytes = request.max_bytes
-        self.topics: list[tuple[Any, list[tuple[Any, Partition | None, ErrorCode | None]]]] = []
+        self.max_bytes: int = request.max_bytes
+        self.topics: list[
+            tuple[TopicKey, list[tuple[FetchPartition, Partition | None, ErrorCode | None]]]
+        ] = []
         for topic in request.topics or ():
+            key: TopicKey
             if self.by_id:
                 meta = store.by_id(topic.topic_id) if topic.topic_id else None
                 key = topic.topic_id
-            else:
-                meta = store.get(topic.topic)
-                key = topic.topic
-            parts: list[tuple[Any, Partition | None, ErrorCode | None]] = []
+            else:  # v4-v12 name the topic: v12's FetchTopic (its partitions have v16's fields)
+                key = cast("NamedFetchTopic", topic).topic
+                meta = store.get(key)
+            parts: list[tuple[FetchPartition, Partition | None, ErrorCode | None]] = []
             for p in topic.partitions or ():
                 if meta is None:
                     parts.append((p, None, ErrorCode.unknown_topic_id if self.by_id
@@ -81,9 +92,9 @@ class _FetchPlan:
             results = []
             for p, partition, error in parts:
                 if partition is not None and partition.closed:  # deleted while we waited
-                    partition, error = None, (ErrorCode.not_leader_or_follower
-                                              if partition.replicated
-                                              else ErrorCode.unknown_topic_or_partition)
+                    error = (ErrorCode.not_leader_or_follower if partition.replicated
+                             else ErrorCode.unknown_topic_or_partition)
+                    partition = None
                 if partition is not None and error is None:  # the leader moved on meanwhile
                     error = partition.leader_error(getattr(p, "current_leader_epoch", -1))
                 if partition is None or error is not None:
@@ -104,7 +115,7 @@ class _FetchPlan:
         return responses, total, errors
 
     def _read_partition(
-        self, p: Any, partition: Partition, remaining: int, first: bool
+        self, p: FetchPartition, partition: Partition, remaining: int, first: bool
     ) -> dict[str, Any]:
         log = partition.log
         result = _empty(p.partition, ErrorCode.none, partition)
@@ -141,7 +152,7 @@ class _FetchPlan:
         return result
 
     @staticmethod
-    def _diverging_epoch(p: Any, partition: Partition) -> dict[str, int] | None:
+    def _diverging_epoch(p: FetchPartition, partition: Partition) -> dict[str, int] | None:
         last_fetched = getattr(p, "last_fetched_epoch", -1)
         if last_fetched < 0:
             return None
@@ -152,7 +163,7 @@ class _FetchPlan:
 
 
 @api(1, "Fetch", 4, 16)
-async def fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, Any]:
     session_id = getattr(request, "session_id", 0)
     if session_id != 0:
         return {"throttle_time": 0, "error_code": ErrorCode.fetch_session_id_not_found,

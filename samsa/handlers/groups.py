@@ -4,7 +4,8 @@ OffsetFetch (9), OffsetDelete (47). The state lives in samsa/coordinator/."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from samsa.coordinator.group import GroupState
 from samsa.coordinator.group_coordinator import GroupCoordinator
@@ -13,6 +14,23 @@ from samsa.handlers.context import RequestContext
 from samsa.handlers.metadata import OPERATIONS_NOT_REQUESTED
 from samsa.handlers.registry import api
 from samsa.protocol.build import to_ms
+
+if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
+    from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+    from kio.schema.heartbeat.v4.request import HeartbeatRequest
+    from kio.schema.join_group.v9.request import JoinGroupRequest
+    from kio.schema.leave_group.v2.request import LeaveGroupRequest as SingleLeaveGroupRequest
+    from kio.schema.leave_group.v5.request import LeaveGroupRequest
+    from kio.schema.list_groups.v5.request import ListGroupsRequest
+    from kio.schema.offset_commit.v9.request import OffsetCommitRequest
+    from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+    from kio.schema.offset_fetch.v7.request import (
+        OffsetFetchRequest as SingleGroupOffsetFetchRequest,
+    )
+    from kio.schema.offset_fetch.v7.request import OffsetFetchRequestTopic
+    from kio.schema.offset_fetch.v9.request import OffsetFetchRequest, OffsetFetchRequestTopics
+    from kio.schema.sync_group.v5.request import SyncGroupRequest
 
 # Without ACLs every group operation is allowed: READ, DELETE, DESCRIBE.
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
@@ -30,7 +48,7 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 @api(11, "JoinGroup", 0, 9)
-async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> dict[str, Any]:
     session_ms = to_ms(request.session_timeout)
     result = await _coordinator(ctx).join(
         group_id=request.group_id,
@@ -48,7 +66,7 @@ async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 @api(14, "SyncGroup", 0, 5)
-async def sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def sync_group(ctx: RequestContext, request: SyncGroupRequest) -> dict[str, Any]:
     result = await _coordinator(ctx).sync(
         group_id=request.group_id,
         generation=request.generation_id,
@@ -62,7 +80,7 @@ async def sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 @api(12, "Heartbeat", 0, 4)
-async def heartbeat(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> dict[str, Any]:
     code = _coordinator(ctx).heartbeat(
         group_id=request.group_id,
         generation=request.generation_id,
@@ -73,10 +91,11 @@ async def heartbeat(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 @api(13, "LeaveGroup", 0, 5)
-async def leave_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
-    if ctx.version < 3:
-        (code,) = coordinator.leave(request.group_id, [(request.member_id, None)])
+    if ctx.version < 3:  # v0-v2: the member itself leaves (v2's request)
+        member_id = cast("SingleLeaveGroupRequest", request).member_id
+        (code,) = coordinator.leave(request.group_id, [(member_id, None)])
         return {"throttle_time": 0, "error_code": code}
     leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     codes = coordinator.leave(request.group_id, leaving)
@@ -91,7 +110,7 @@ async def leave_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 @api(16, "ListGroups", 0, 5)
-async def list_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> dict[str, Any]:
     states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
     types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
     groups = []
@@ -106,7 +125,7 @@ async def list_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 @api(15, "DescribeGroups", 0, 5)
-async def describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
     operations = getattr(request, "include_authorized_operations", False)
     described = []
@@ -137,7 +156,7 @@ async def describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 @api(42, "DeleteGroups", 0, 2)
-async def delete_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
     return {
         "throttle_time": 0,
@@ -147,8 +166,8 @@ async def delete_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 @api(8, "OffsetCommit", 2, 9)
-async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    entries = [
+async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> dict[str, Any]:
+    entries: list[tuple[str, int, int, int, str | None]] = [
         (topic.name, p.partition_index, p.committed_offset,
          getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
         for topic in request.topics for p in topic.partitions
@@ -181,9 +200,11 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 def _fetched_topics(
-    coordinator: GroupCoordinator, group_id: str, topics: Any, require_stable: bool
-) -> list[Any]:
-    wanted = None if topics is None else [
+    coordinator: GroupCoordinator, group_id: str,
+    topics: Sequence[OffsetFetchRequestTopic | OffsetFetchRequestTopics] | None,
+    require_stable: bool,
+) -> list[dict[str, Any]]:
+    wanted: list[tuple[str, int]] | None = None if topics is None else [
         (t.name, p) for t in topics for p in t.partition_indexes
     ]
     found = coordinator.fetch_offsets(group_id, wanted)
@@ -205,20 +226,21 @@ def _fetched_topics(
 
 
 @api(9, "OffsetFetch", 1, 9)
-async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
     stable = getattr(request, "require_stable", False)
-    if ctx.version < 8:
-        if not coordinator.coordinates(request.group_id):
+    if ctx.version < 8:  # v1-v7 ask for one group (v7's request)
+        single = cast("SingleGroupOffsetFetchRequest", request)
+        if not coordinator.coordinates(single.group_id):
             # v1 has no top-level error: each partition asked for carries it
             return {"throttle_time": 0, "error_code": ErrorCode.not_coordinator, "topics": [
                 {"name": t.name, "partitions": [
                     {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
                      "metadata": "", "error_code": ErrorCode.not_coordinator}
                     for p in t.partition_indexes]}
-                for t in request.topics or ()] if ctx.version < 2 else []}
+                for t in single.topics or ()] if ctx.version < 2 else []}
         return {"throttle_time": 0, "error_code": ErrorCode.none,
-                "topics": _fetched_topics(coordinator, request.group_id, request.topics,
+                "topics": _fetched_topics(coordinator, single.group_id, single.topics,
                                           stable)}
     return {
         "throttle_time": 0,
@@ -233,8 +255,9 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 @api(47, "OffsetDelete", 0, 0)
-async def offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+async def offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> dict[str, Any]:
+    wanted: list[tuple[str, int]] = [
+        (t.name, p.partition_index) for t in request.topics for p in t.partitions]
     code, results = _coordinator(ctx).delete_offsets(request.group_id, wanted)
     topics = []
     if code == ErrorCode.none:

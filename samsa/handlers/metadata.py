@@ -6,7 +6,8 @@ controller.
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, Any, cast
 
 from samsa.cluster.topics import Topic, topic_name_problem
 from samsa.coordinator.group_coordinator import OFFSETS_TOPIC
@@ -15,6 +16,14 @@ from samsa.coordinator.txn_coordinator import TXN_STATE_TOPIC
 from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
+
+if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
+    from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+    from kio.schema.find_coordinator.v3.request import (
+        FindCoordinatorRequest as SingleKeyFindCoordinatorRequest,
+    )
+    from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+    from kio.schema.metadata.v12.request import MetadataRequest
 
 NONE = ErrorCode.none
 # Kafka's "authorized operations not requested" sentinel.
@@ -60,13 +69,15 @@ def topic_entry(ctx: RequestContext, topic: Topic, operations: bool) -> dict[str
     }
 
 
-def _error_entry(name: str | None, error: int, topic_id: Any = None) -> dict[str, Any]:
+def _error_entry(
+    name: str | None, error: int, topic_id: uuid.UUID | None = None
+) -> dict[str, Any]:
     return {"error_code": error, "name": name, "topic_id": topic_id, "is_internal": False,
             "partitions": [], "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
 
 
 @api(3, "Metadata", 0, 12)
-async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def metadata(ctx: RequestContext, request: MetadataRequest) -> dict[str, Any]:
     server = ctx.server
     store = server.topics
     assert store is not None
@@ -83,12 +94,15 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
         for wanted in requested:
             name = wanted.name
             topic_id = getattr(wanted, "topic_id", None)
-            if name is None and topic_id is not None:
-                topic = store.by_id(topic_id)
-                entries.append(
-                    topic_entry(ctx, topic, operations) if topic
-                    else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
-                )
+            if name is None:
+                if topic_id is not None:
+                    topic = store.by_id(topic_id)
+                    entries.append(
+                        topic_entry(ctx, topic, operations) if topic
+                        else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
+                    )
+                else:  # neither a name nor an id: an empty name, an invalid one
+                    entries.append(_error_entry(None, ErrorCode.invalid_topic_exception))
                 continue
             topic = store.get(name)
             if topic is None:
@@ -143,9 +157,12 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]
 
 
 @api(10, "FindCoordinator", 0, 6)
-async def find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> dict[str, Any]:
     key_type = getattr(request, "key_type", 0)
-    keys = [request.key] if ctx.version < 4 else list(request.coordinator_keys)
+    if ctx.version < 4:  # v0-v3 ask for one key (v3's request)
+        keys = [cast("SingleKeyFindCoordinatorRequest", request).key]
+    else:
+        keys = list(request.coordinator_keys)
     if key_type not in (0, 1):  # 0 group, 1 transaction
         nodes = [{**_NO_NODE, "error_code": ErrorCode.invalid_request,
                   "error_message": f"unknown coordinator key type {key_type}"} for _ in keys]
@@ -160,7 +177,7 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 @api(60, "DescribeCluster", 0, 1)
-async def describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> dict[str, Any]:
     server = ctx.server
     operations = bool(request.include_cluster_authorized_operations)
     return {

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.partition import Partition
 from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.context import RequestContext
 from samsa.handlers.fetch import READ_COMMITTED
 from samsa.handlers.registry import api
+
+if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
+    from kio.schema.delete_records.v2.request import DeleteRecordsRequest
+    from kio.schema.list_offsets.v8.request import ListOffsetsRequest
+    from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest
 
 LATEST = -1
 EARLIEST = -2
@@ -40,7 +45,7 @@ def _list_offset(
 
 
 @api(2, "ListOffsets", 1, 8)
-async def list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> dict[str, Any]:
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     replica_id = getattr(request, "replica_id", -1)
     replica = replica_id >= 0
@@ -71,7 +76,9 @@ async def list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 @api(23, "OffsetForLeaderEpoch", 2, 4)
-async def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def offset_for_leader_epoch(
+    ctx: RequestContext, request: OffsetForLeaderEpochRequest
+) -> dict[str, Any]:
     topics = []
     for topic in request.topics or ():
         results = []
@@ -91,7 +98,7 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> dict[str
 
 
 @api(21, "DeleteRecords", 0, 2)
-async def delete_records(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> dict[str, Any]:
     server = ctx.server
     topics = []
     changed = False

@@ -14,13 +14,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.partition import Partition
 from samsa.errors import CloseConnection, ErrorCode, KafkaError
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
 from samsa.records.batch import LOG_OVERHEAD, Attr, read_header
+
+if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
+    from kio.schema.produce.v11.request import ProduceRequest
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +117,9 @@ async def _await_replication(
 
 
 @api(0, "Produce", 3, 11)
-async def produce(ctx: RequestContext, request: Any) -> dict[str, Any] | None:
+async def produce(ctx: RequestContext, request: ProduceRequest) -> dict[str, Any] | None:
     acks = request.acks
-    responses = []
+    responses: list[dict[str, Any]] = []
     waits: list[tuple[dict[str, Any], Partition, int]] = []
     for topic in request.topic_data or ():
         results = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from samsa.cluster.topics import topic_name_problem
 from samsa.config import ConfigError, LogConfig
@@ -20,6 +20,15 @@ from samsa.handlers.configs import topic_config_entries
 from samsa.handlers.context import Broker, RequestContext
 from samsa.handlers.registry import api
 from samsa.protocol.build import to_ms
+
+if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
+    from kio.schema.create_partitions.v3.request import (
+        CreatePartitionsRequest,
+        CreatePartitionsTopic,
+    )
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+    from kio.schema.delete_topics.v5.request import DeleteTopicsRequest as NamedDeleteTopicsRequest
+    from kio.schema.delete_topics.v6.request import DeleteTopicsRequest
 
 ZERO_UUID = uuid.UUID(int=0)
 # Kafka's internal topics (org.apache.kafka.common.internals.Topic.isInternal).
@@ -69,12 +78,13 @@ def _check_replication_factor(server: Broker, factor: int) -> None:
 # --- CreateTopics --------------------------------------------------------------------------------
 
 
-def _topic_configs(server: Broker, topic: Any) -> dict[str, str]:
+def _topic_configs(server: Broker, topic: CreatableTopic) -> dict[str, str]:
     nulls = [c.name for c in topic.configs or () if c.value is None]
     if nulls:
         raise error(ErrorCode.invalid_config,
                          "Null value not supported for topic configs: " + ",".join(nulls))
-    configs = {c.name: c.value for c in topic.configs or ()}
+    # every value (nulls were refused above): the filter tells the type checker so
+    configs = {c.name: c.value for c in topic.configs or () if c.value is not None}
     try:
         LogConfig.from_props(configs, defaults=server.log_manager.defaults)
     except ConfigError as exc:
@@ -82,7 +92,7 @@ def _topic_configs(server: Broker, topic: Any) -> dict[str, str]:
     return configs
 
 
-def _partition_count(server: Broker, topic: Any) -> int:
+def _partition_count(server: Broker, topic: CreatableTopic) -> int:
     """Partitions of the new topic, after checking the assignment or the counts."""
     if topic.assignments:
         if topic.replication_factor != -1:
@@ -151,7 +161,7 @@ def _failed_result(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
 
 
 @api(19, "CreateTopics", 2, 7)
-async def create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> dict[str, Any]:
     server = ctx.server
     store = server.topics
     assert store is not None
@@ -192,8 +202,8 @@ async def create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
         budget -= partitions
         taken[_collision_key(name)] = name
         topic_id = None
-        manual = {a.partition_index: [int(b) for b in a.broker_ids]
-                  for a in topic.assignments or ()}
+        manual: dict[int, list[int]] = {
+            a.partition_index: [int(b) for b in a.broker_ids] for a in topic.assignments or ()}
         factor = (len(next(iter(manual.values()))) if manual
                   else topic.replication_factor if topic.replication_factor > 0
                   else server.config.get("default.replication.factor"))
@@ -220,10 +230,13 @@ def _delete_result(
     return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
 
 
-def _requested_deletions(ctx: RequestContext, request: Any) -> list[tuple[str | None, Any]]:
+def _requested_deletions(
+    ctx: RequestContext, request: DeleteTopicsRequest
+) -> list[tuple[str | None, uuid.UUID | None]]:
     """(name, topic id) pairs as the client sent them; one of the two may be None."""
-    if ctx.version < 6:
-        return [(name, None) for name in request.topic_names or ()]
+    if ctx.version < 6:  # v1-v5 name the topics (v5's request)
+        return [(name, None)
+                for name in cast("NamedDeleteTopicsRequest", request).topic_names or ()]
     return [
         (t.name, None if t.topic_id in (None, ZERO_UUID) else t.topic_id)
         for t in request.topics or ()
@@ -231,7 +244,7 @@ def _requested_deletions(ctx: RequestContext, request: Any) -> list[tuple[str | 
 
 
 @api(20, "DeleteTopics", 1, 6)
-async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> dict[str, Any]:
     server = ctx.server
     store = server.topics
     assert store is not None
@@ -243,7 +256,7 @@ async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
     names = Counter(n for n, i in wanted if n is not None and i is None)
     ids = Counter(i for n, i in wanted if n is None and i is not None)
     responses = []
-    answered: set[Any] = set()
+    answered: set[tuple[str, str | uuid.UUID | None]] = set()
     doomed: dict[uuid.UUID, str] = {}
     for name, topic_id in wanted:
         if name is not None and topic_id is not None:
@@ -266,7 +279,11 @@ async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
             responses.append(_delete_result(None, topic_id, ErrorCode.invalid_request,
                                             "Duplicate topic id."))
             continue
-        topic = store.get(name) if name is not None else store.by_id(topic_id)
+        if name is not None:
+            topic = store.get(name)
+        else:
+            assert topic_id is not None  # neither was given: answered above
+            topic = store.by_id(topic_id)
         if topic is None:
             if name is not None:
                 responses.append(_delete_result(name, None, ErrorCode.unknown_topic_or_partition,
@@ -293,7 +310,7 @@ async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
 # --- CreatePartitions ----------------------------------------------------------------------------
 
 
-def _check_new_partitions(server: Broker, topic: Any, budget: int) -> int:
+def _check_new_partitions(server: Broker, topic: CreatePartitionsTopic, budget: int) -> int:
     """The number of partitions to add, after Kafka's checks."""
     assert server.topics is not None
     existing = server.topics.get(topic.name)
@@ -330,7 +347,9 @@ def _duplicated(names: Iterable[str]) -> set[str]:
 
 
 @api(37, "CreatePartitions", 0, 3)
-async def create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def create_partitions(
+    ctx: RequestContext, request: CreatePartitionsRequest
+) -> dict[str, Any]:
     server = ctx.server
     requested = list(request.topics or ())
     duplicates = _duplicated(t.name for t in requested)

@@ -10,7 +10,7 @@ AddOffsetsToTxn and EndTxn < 2) get INVALID_PRODUCER_EPOCH instead.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samsa.coordinator.group_coordinator import OFFSETS_TOPIC
 from samsa.coordinator.records import partition_for
@@ -19,6 +19,17 @@ from samsa.errors import ErrorCode, KafkaError
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
 from samsa.protocol.build import to_ms
+
+if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
+    from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+    from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+    from kio.schema.end_txn.v3.request import EndTxnRequest
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+    from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+    from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest
+    from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +47,7 @@ def _fenced(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
 
 
 @api(22, "InitProducerId", 0, 4)
-async def init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> dict[str, Any]:
     if request.transactional_id is None:
         assert ctx.server.producer_ids is not None
         return {"throttle_time": 0, "error_code": ErrorCode.none,
@@ -53,8 +64,11 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 @api(24, "AddPartitionsToTxn", 0, 3)
-async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+async def add_partitions_to_txn(
+    ctx: RequestContext, request: AddPartitionsToTxnRequest
+) -> dict[str, Any]:
+    wanted: list[tuple[str, int]] = [
+        (t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
     txns = _txns(ctx)
     codes = txns.add_partitions(
         request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
@@ -74,7 +88,9 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Any) -> dict[str, 
 
 
 @api(25, "AddOffsetsToTxn", 0, 3)
-async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def add_offsets_to_txn(
+    ctx: RequestContext, request: AddOffsetsToTxnRequest
+) -> dict[str, Any]:
     txns = _txns(ctx)
     code = txns.add_offsets(request.transactional_id, request.producer_id,
                             request.producer_epoch, request.group_id)
@@ -84,17 +100,17 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> dict[str, Any
 
 
 @api(26, "EndTxn", 0, 3)
-async def end_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def end_txn(ctx: RequestContext, request: EndTxnRequest) -> dict[str, Any]:
     code = await _txns(ctx).end_txn(request.transactional_id, request.producer_id,
                               request.producer_epoch, request.committed)
     return {"throttle_time": 0, "error_code": _fenced(code, ctx.version, 2)}
 
 
 @api(28, "TxnOffsetCommit", 0, 3)
-async def txn_offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> dict[str, Any]:
     groups = ctx.server.group_coordinator
     assert groups is not None
-    entries = [
+    entries: list[tuple[str, int, int, int, str | None]] = [
         (topic.name, p.partition_index, p.committed_offset,
          getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
         for topic in request.topics for p in topic.partitions
@@ -104,6 +120,7 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]
         request.transactional_id, request.producer_id, request.producer_epoch, OFFSETS_TOPIC,
         partition_for(request.group_id, groups.num_partitions),
     )
+    codes: dict[tuple[str, int], ErrorCode]
     if verified != ErrorCode.none:
         codes = {(t, p): verified for t, p, *_ in entries}
     else:
@@ -125,7 +142,9 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]
 
 
 @api(65, "DescribeTransactions", 0, 0)
-async def describe_transactions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def describe_transactions(
+    ctx: RequestContext, request: DescribeTransactionsRequest
+) -> dict[str, Any]:
     txns = _txns(ctx)
     states = []
     for txn_id in request.transactional_ids:
@@ -150,7 +169,9 @@ async def describe_transactions(ctx: RequestContext, request: Any) -> dict[str, 
 
 
 @api(66, "ListTransactions", 0, 1)
-async def list_transactions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def list_transactions(
+    ctx: RequestContext, request: ListTransactionsRequest
+) -> dict[str, Any]:
     wanted = {state_named(name) for name in request.state_filters}
     unknown = [name for name in request.state_filters if state_named(name) is None]
     pids = set(request.producer_id_filters)
@@ -172,10 +193,12 @@ async def list_transactions(ctx: RequestContext, request: Any) -> dict[str, Any]
 
 
 @api(61, "DescribeProducers", 0, 0)
-async def describe_producers(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def describe_producers(
+    ctx: RequestContext, request: DescribeProducersRequest
+) -> dict[str, Any]:
     topics = []
     for topic in request.topics:
-        results = []
+        results: list[dict[str, Any]] = []
         for index in topic.partition_indexes:
             partition, error = ctx.server.replicas.leader_partition(topic.name, index)
             if error is not None or partition is None:
@@ -199,7 +222,7 @@ async def describe_producers(ctx: RequestContext, request: Any) -> dict[str, Any
 
 
 @api(27, "WriteTxnMarkers", 1, 1)
-async def write_txn_markers(ctx: RequestContext, request: Any) -> dict[str, Any]:
+async def write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> dict[str, Any]:
     """Markers sent by a coordinator elsewhere, or by an admin aborting a hanging transaction
     (kafka-transactions abort). On one node the coordinator writes its own markers directly."""
     groups = ctx.server.group_coordinator
