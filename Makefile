@@ -4,12 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Debian packages the tests need (kcat: a real CLI client; libzookeeper-java: ZooKeeper, the
-# cluster's coordinator, without the desktop JRE the zookeeper package pulls in).
-APT_PACKAGES := kcat libzookeeper-java
+# cluster's coordinator, without the desktop JRE the zookeeper package pulls in; iptables: the
+# network faults of tests/chaos, inside network namespaces of their own).
+APT_PACKAGES := kcat libzookeeper-java iptables
 # Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
 JAVA_PACKAGE := openjdk-17-jre-headless
 
-.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster clean import-graph
+.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster clean import-graph chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +45,13 @@ lint: setup
 	$(BIN)/ruff check samsa tests bench
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+
+# Faults against a real cluster, Jepsen's workloads and checks (minutes; not in make test,
+# which runs a few named scenarios from tests/chaos/test_faults.py). Needs root.
+CHAOS_ROUNDS ?= 3
+CHAOS_SEED ?= 1
+chaos: setup
+	cd tests && ../$(BIN)/python -m chaos.run --rounds $(CHAOS_ROUNDS) --seed $(CHAOS_SEED)
 
 # The import graph between samsa's packages, by layer (each imports only those below it).
 import-graph: $(STAMP)

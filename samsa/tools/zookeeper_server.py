@@ -173,7 +173,10 @@ class ZooKeeperServer:
     free one, picked at the first start and kept by restarts. ``tick_time_ms``: ZooKeeper's
     tick; sessions may last from 2 to ``max_session_timeout_ms / tick_time_ms`` ticks, so a
     small tick makes short session timeouts (and quick expiry in tests) possible. ``config``:
-    more ``zoo.cfg`` keys (``maxClientCnxns``, ``forceSync``, ...).
+    more ``zoo.cfg`` keys (``maxClientCnxns``, ``forceSync``, ...). ``host`` and ``launcher``:
+    the address to listen on and a command prefix that runs the JVM (the fault tests put it
+    in a network namespace of their own: ``("ip", "netns", "exec", name)``, with that
+    namespace's address; there ``port`` defaults to 2181, since nothing else listens there).
     """
 
     def __init__(
@@ -187,6 +190,8 @@ class ZooKeeperServer:
         start_timeout: float = 30.0,
         jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
         java_dir: Path = JAVA_DIR,
+        host: str = HOST,
+        launcher: Sequence[str] = (),
     ) -> None:
         clash = _OWN_KEYS.intersection(config or {})
         if clash:
@@ -203,6 +208,8 @@ class ZooKeeperServer:
         self.start_timeout = start_timeout
         self.jvm_options = tuple(jvm_options)
         self.java_dir = java_dir
+        self.host = host
+        self.launcher = tuple(launcher)
         self._proc: subprocess.Popen[bytes] | None = None
         self._out: IO[bytes] | None = None
         self._paused = False
@@ -217,8 +224,8 @@ class ZooKeeperServer:
 
     @property
     def connect_string(self) -> str:
-        """``127.0.0.1:port``, for ``KazooClient(hosts=...)`` and ``zookeeper.connect``."""
-        return f"{HOST}:{self.port}"
+        """``host:port``, for ``KazooClient(hosts=...)`` and ``zookeeper.connect``."""
+        return f"{self.host}:{self.port}"
 
     @property
     def data_dir(self) -> Path:
@@ -246,6 +253,7 @@ class ZooKeeperServer:
         """The ``java`` command line that runs the server."""
         classpath = os.pathsep.join(str(jar) for jar in find_classpath(self.java_dir))
         return [
+            *self.launcher,
             find_java(),
             *self.jvm_options,
             f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
@@ -262,7 +270,7 @@ class ZooKeeperServer:
             "tickTime": str(self.tick_time_ms),
             "dataDir": str(self.data_dir),
             "clientPort": str(self.port),
-            "clientPortAddress": HOST,
+            "clientPortAddress": self.host,
             "minSessionTimeout": str(2 * self.tick_time_ms),
             "maxSessionTimeout": str(self.max_session_timeout_ms),
             "admin.enableServer": "false",
@@ -273,7 +281,7 @@ class ZooKeeperServer:
 
     def four_letter_word(self, command: str, timeout: float = 1.0) -> str | None:
         """This server's reply to a four-letter command, or None if it does not answer."""
-        return four_letter_word(command, self.port, timeout=timeout)
+        return four_letter_word(command, self.port, self.host, timeout=timeout)
 
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the server's log, and of the JVM's own output if it wrote any."""
@@ -292,9 +300,10 @@ class ZooKeeperServer:
         if self.running:
             raise ZooKeeperError(f"ZooKeeper is already running on {self.connect_string}")
         self._prepare_data_dir()
+        local = not self.launcher  # a launcher's namespace cannot be probed from here
         if self._port is None:
-            self._port = free_port()
-        elif port_in_use(self._port):
+            self._port = free_port() if local else 2181
+        elif local and port_in_use(self._port):
             raise ZooKeeperError(
                 f"cannot start ZooKeeper: port {self.connect_string} is already in use"
             )

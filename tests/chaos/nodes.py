@@ -1,0 +1,254 @@
+"""ZooKeeper and the brokers as real processes, each in its own network namespace
+(``netns.Network``), driven from the ``ctl`` namespace where the workloads run.
+
+Process faults: ``kill`` (SIGKILL), ``restart`` (same id and log dir), ``pause`` / ``resume``
+(SIGSTOP / SIGCONT), and ``set_clock``: the broker's wall clock moved by some seconds (the
+``clock_shim``, loaded into every broker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from samsa.tools.cluster import die_with_parent
+from samsa.tools.zookeeper_server import ZooKeeperServer, terminate_process
+
+from .netns import Network, Node
+
+SHIM_DIR = Path(__file__).resolve().parent / "clock_shim"
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+BROKER_PORT = 9092
+SESSION_TIMEOUT_MS = 6000
+# Kafka's names, small timeouts so that faults are noticed and repaired in seconds.
+OVERRIDES: dict[str, str] = {
+    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "200",
+    "replica.lag.time.max.ms": "4000",
+    "replica.socket.timeout.ms": "3000",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "3",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.num.partitions": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "min.insync.replicas": "2",
+    "default.replication.factor": "3",
+    "unclean.leader.election.enable": "false",
+}
+
+
+@dataclass
+class BrokerNode:
+    broker_id: int
+    node: Node
+    zookeeper_connect: str
+    work_dir: Path
+    overrides: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+    paused: bool = False
+    runs: int = 0
+
+    @property
+    def address(self) -> str:
+        return f"{self.node.ip}:{BROKER_PORT}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.work_dir / f"broker-{self.broker_id}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / f"broker-{self.broker_id}.log"
+
+    @property
+    def clock_file(self) -> Path:
+        return self.work_dir / f"broker-{self.broker_id}.clock"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def command(self) -> list[str]:
+        settings = {
+            **self.overrides,
+            "zookeeper.connect": self.zookeeper_connect,
+            "broker.id": str(self.broker_id),
+            "listeners": f"PLAINTEXT://{self.address}",
+            "log.dirs": str(self.log_dir),
+        }
+        command = [*self.node.exec_prefix(), sys.executable, "-m", "samsa.cli", "server"]
+        for key, value in settings.items():
+            command += ["--override", f"{key}={value}"]
+        return command
+
+    def start(self) -> None:
+        assert not self.running, f"broker {self.broker_id} is already running"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        if not self.clock_file.exists():
+            self.clock_file.write_text("0\n")
+        self.runs += 1
+        self.paused = False
+        env = dict(os.environ, SAMSA_CLOCK_FILE=str(self.clock_file),
+                   PYTHONPATH=os.pathsep.join([str(SHIM_DIR), str(PROJECT_DIR)]))
+        with self.log_path.open("ab") as out:
+            out.write(f"--- chaos: start {self.runs} of broker {self.broker_id} at "
+                      f"{time.strftime('%H:%M:%S')} ---\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env=env, cwd=self.work_dir, preexec_fn=die_with_parent(signal.SIGKILL))
+
+    def kill(self) -> None:
+        if self.running:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+        self.paused = False
+
+    def pause(self) -> None:
+        if self.running and not self.paused:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.running and self.paused:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
+    def set_clock(self, offset_s: float) -> None:
+        """Move this broker's wall clock ``offset_s`` seconds from the true time."""
+        tmp = self.clock_file.with_suffix(".tmp")
+        tmp.write_text(f"{offset_s}\n")
+        tmp.replace(self.clock_file)
+
+    def terminate(self) -> None:
+        self.resume()
+        if self.proc is not None:
+            terminate_process(self.proc, 20)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+@dataclass
+class ChaosCluster:
+    """ZooKeeper on node ``zk`` and brokers 1..n on nodes ``b1``..``bn`` of ``network``."""
+
+    network: Network
+    work_dir: Path
+    size: int = 3
+    overrides: dict[str, str] = field(default_factory=dict)
+    zookeeper: ZooKeeperServer | None = None
+    zk: KazooClient | None = None
+    brokers: dict[int, BrokerNode] = field(default_factory=dict)
+
+    def start(self, timeout: float = 90) -> None:
+        zk_node = self.network["zk"]
+        self.zookeeper = ZooKeeperServer(self.work_dir / "zk", host=zk_node.ip,
+                                         launcher=zk_node.exec_prefix())
+        self.zookeeper.start()
+        self.zk = KazooClient(hosts=self.zookeeper.connect_string)
+        self.zk.start(timeout=30)
+        settings = {**OVERRIDES, **self.overrides}
+        for i in range(1, self.size + 1):
+            self.brokers[i] = BrokerNode(i, self.network[f"b{i}"],
+                                         self.zookeeper.connect_string, self.work_dir, settings)
+        for broker in self.brokers.values():
+            broker.start()
+        self.wait(lambda: self.registered() == set(self.brokers) and self.controller(),
+                  "every broker registered and a controller", timeout)
+
+    def close(self) -> None:
+        for broker in self.brokers.values():
+            with contextlib.suppress(Exception):
+                broker.terminate()
+        if self.zk is not None:
+            with contextlib.suppress(Exception):
+                self.zk.stop()
+                self.zk.close()
+        if self.zookeeper is not None:
+            with contextlib.suppress(Exception):
+                self.zookeeper.close()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.address for b in self.brokers.values())
+
+    # --- what ZooKeeper says --------------------------------------------------------------
+
+    def registered(self) -> set[int]:
+        assert self.zk is not None
+        try:
+            return {int(c) for c in self.zk.get_children("/brokers/ids")}
+        except NoNodeError:
+            return set()
+        except Exception:  # ZooKeeper unreachable for the moment
+            return set()
+
+    def controller(self) -> int | None:
+        assert self.zk is not None
+        try:
+            data, _ = self.zk.get("/controller")
+        except Exception:
+            return None
+        return int(json.loads(data)["brokerid"])
+
+    def partition_states(self, topic: str) -> dict[int, dict[str, Any]]:
+        assert self.zk is not None
+        out = {}
+        try:
+            for p in self.zk.get_children(f"/brokers/topics/{topic}/partitions"):
+                data, _ = self.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")
+                out[int(p)] = json.loads(data)
+        except NoNodeError:
+            pass
+        return out
+
+    def details(self, topics: tuple[str, ...] = ()) -> str:
+        lines = [f"registered: {sorted(self.registered())}, controller: {self.controller()}"]
+        for topic in topics:
+            with contextlib.suppress(Exception):
+                lines += [f"{topic}-{p}: {s}" for p, s in
+                          sorted(self.partition_states(topic).items())]
+        for broker in self.brokers.values():
+            lines.append(f"--- broker {broker.broker_id} (running: {broker.running}, "
+                         f"paused: {broker.paused}) ---")
+            lines.append(broker.log_tail())
+        return "\n".join(lines)
+
+    def wait(self, predicate: Any, what: str, timeout: float = 60,
+             topics: tuple[str, ...] = ()) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = predicate()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}\n"
+                                     f"{self.details(topics)}")
+            time.sleep(0.2)
+
+    def wait_full_isr(self, topic: str, partitions: int, timeout: float = 90) -> None:
+        def full() -> bool:
+            states = self.partition_states(topic)
+            return len(states) == partitions and all(
+                s["leader"] >= 0 and len(s["isr"]) == self.size for s in states.values())
+        self.wait(full, f"{topic}: a leader and a full ISR everywhere", timeout, (topic,))
