@@ -386,11 +386,16 @@ class TransactionCoordinator:
             self._store(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
             # the Prepare record is the commit point once the ISR has it: from here the
             # outcome is decided, and a failed marker write is retried by the timer, as
-            # Kafka's marker channel retries (and a client retrying EndTxn waits for it)
-            lost = await self.durable(txn_id)
-            if lost is not None:
-                return lost
-            await self._complete_or_retry(meta, commit)
+            # Kafka's marker channel retries (and a client retrying EndTxn waits for it).
+            # Until this request is done with it, the timer leaves the transaction alone.
+            self._completing.add(txn_id)
+            try:
+                lost = await self.durable(txn_id)
+                if lost is not None:
+                    return lost
+                await self._complete_logged(meta, commit)
+            finally:
+                self._completing.discard(txn_id)
             return ErrorCode.none
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if state == done:
@@ -401,16 +406,22 @@ class TransactionCoordinator:
         return ErrorCode.invalid_txn_state
 
     async def _complete_or_retry(self, meta: TxnMetadata, commit: bool) -> None:
+        """The timer's completion of a prepared transaction, unless something (an EndTxn, an
+        earlier tick) is already completing it."""
         if meta.transactional_id in self._completing:
             return
         self._completing.add(meta.transactional_id)
+        try:
+            await self._complete_logged(meta, commit)
+        finally:
+            self._completing.discard(meta.transactional_id)
+
+    async def _complete_logged(self, meta: TxnMetadata, commit: bool) -> None:
         try:
             await self._complete(meta, commit)
         except (OSError, MarkerError) as exc:
             log.error("transaction %r: writing its %s markers failed (%s); retrying at the next "
                       "tick", meta.transactional_id, "commit" if commit else "abort", exc)
-        finally:
-            self._completing.discard(meta.transactional_id)
 
     async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
         """Write the markers of a prepared transaction, then its Complete state. Partitions

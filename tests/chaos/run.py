@@ -128,6 +128,27 @@ def kill_restart(hold: float) -> Fault:
     return _process_fault("leader killed, restarted later", "kill", "start", hold)
 
 
+def isolated_then_killed(hold: float) -> Fault:
+    """The queue's leader cut off from its followers (it still reaches ZooKeeper and the
+    clients), then killed while cut off, and started again after the network heals. With
+    Kafka's durability settings nothing acknowledged is lost; with ``min.insync.replicas=1`` and
+    unclean leader election, writes it acknowledged alone are (the control experiment)."""
+    chosen: dict[str, int] = {}
+
+    def apply(n: Network, c: ChaosCluster) -> None:
+        chosen["broker"] = leader = _leader(c)
+        n.partition([f"b{leader}"], _brokers(c, leader))
+        time.sleep(hold)
+        c.brokers[leader].kill()
+
+    def heal(n: Network, c: ChaosCluster) -> None:
+        n.heal()
+        c.wait(lambda: chosen["broker"] not in c.registered(),
+               "the killed broker's session to expire", 60)
+        c.brokers[chosen["broker"]].start()
+    return Fault("leader cut off from its followers, then killed", apply, heal, hold)
+
+
 def clock_jump(hold: float, offset_s: float = 600.0) -> Fault:
     chosen: dict[str, int] = {}
 
@@ -149,6 +170,7 @@ FAULTS: dict[str, Callable[[float], Fault]] = {
     "majority-minority": majority_minority, "one-way": one_way, "lossy": lossy,
     "pause-long": pause_long, "pause-short": pause_short, "kill-restart": kill_restart,
     "clock-forward": clock_jump, "clock-back": clock_back,
+    "isolated-then-killed": isolated_then_killed,
 }
 # How long each fault is held by default: the session-bound ones past the ZooKeeper session.
 HOLD_S = {"pause-short": 2.0, "pause-long": 12.0, "zk-isolated": 12.0,
@@ -168,7 +190,8 @@ def schedule(scenario: str, rounds: int, seed: int) -> list[Fault]:
 
 def run_inside(args: argparse.Namespace, network: Network) -> dict[str, Any]:
     work = Path(args.work_dir)
-    cluster = ChaosCluster(network, work)
+    overrides = dict(o.split("=", 1) for o in args.override or ())
+    cluster = ChaosCluster(network, work, overrides=overrides)
     history = History()
     queue = txn = None
     log: list[str] = []
@@ -194,12 +217,13 @@ def run_inside(args: argparse.Namespace, network: Network) -> dict[str, Any]:
             time.sleep(fault.hold_s)
             fault.heal(network, cluster)
             note(f"healed: {fault.name}; acks during it: {history.count('ack') - before}")
-            _wait_recovered(cluster, history, queue, txn)
+            _wait_recovered(cluster, history, queue, txn, progress=not args.control)
         note("stopping the producers")
         queue_acked = history.count("ack")
         txn.stop_producing()
         queue.stop_producing()
-        _drain(cluster, history, queue, txn)
+        if not args.control:  # with durability given up, lost writes are never read
+            _drain(cluster, history, queue, txn)
         queue.stop()
         txn.stop()
         note(f"drained; {queue_acked} queue acks")
@@ -238,12 +262,15 @@ def _save(work: Path, history: History, reads: dict[str, dict[int, list[tuple[in
 
 
 def _wait_recovered(cluster: ChaosCluster, history: History, queue: QueueWorkload,
-                    txn: TxnWorkload) -> None:
-    """Every broker back, every partition with a full ISR, and both workloads going again."""
+                    txn: TxnWorkload, progress: bool = True) -> None:
+    """Every broker back, every partition with a full ISR, and both workloads going again
+    (``progress``; an idempotent producer that lost writes fails for good, as it should)."""
     cluster.wait(lambda: cluster.registered() == set(cluster.brokers), "every broker back",
                  120)
     for topic, partitions in (("queue", queue.partitions), ("txn", txn.partitions)):
         cluster.wait_full_isr(topic, partitions, 120)
+    if not progress:
+        return
     acks, commits = history.count("ack"), history.count("txn-committed")
     cluster.wait(lambda: history.count("ack") >= acks + 20
                  and history.count("txn-committed") >= commits + 1,
@@ -280,8 +307,8 @@ def _drain(cluster: ChaosCluster, history: History, queue: QueueWorkload,
 # --- outside: the network, and cleaning up ---------------------------------------------------
 
 
-def run(scenario: str, rounds: int, seed: int, work_dir: Path,
-        timeout: float = 1500) -> dict[str, Any]:
+def run(scenario: str, rounds: int, seed: int, work_dir: Path, timeout: float = 1500,
+        overrides: dict[str, str] | None = None, control: bool = False) -> dict[str, Any]:
     """Build the network, run a scenario inside it, remove everything; the report."""
     problem = available()
     if problem is not None:
@@ -297,6 +324,10 @@ def run(scenario: str, rounds: int, seed: int, work_dir: Path,
         command = [*network["ctl"].exec_prefix(), sys.executable, "-m", "chaos.run",
                    "--inside", "--scenario", scenario, "--rounds", str(rounds),
                    "--seed", str(seed), "--work-dir", str(work_dir), "--out", str(out)]
+        for key, value in (overrides or {}).items():
+            command += ["--override", f"{key}={value}"]
+        if control:
+            command.append("--control")
         with (work_dir / "driver.log").open("ab") as log:
             proc = subprocess.Popen(command, cwd=TESTS_DIR, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
@@ -355,8 +386,12 @@ def main() -> None:
                         help="repeatable; all: every fault alone, then random ones")
     parser.add_argument("--rounds", type=int, default=1, help="faults per run")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--override", action="append", metavar="KEY=VALUE",
+                        help="a broker config for every broker (repeatable)")
     parser.add_argument("--work-dir", default=None)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--control", action="store_true",
+                        help="a control run: durability given up, losses expected")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inside:
@@ -370,7 +405,9 @@ def main() -> None:
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="samsa-chaos-"))
     reports = []
     for scenario in scenarios:
-        report = run(scenario, args.rounds, args.seed, work / scenario)
+        overrides = dict(o.split("=", 1) for o in args.override or ())
+        report = run(scenario, args.rounds, args.seed, work / scenario, overrides=overrides,
+                     control=args.control)
         reports.append((scenario, report))
         print(table(reports[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
         if not report.get("ok"):

@@ -141,3 +141,45 @@ async def test_only_the_owner_of_the_state_partition_coordinates(
     assert services.state.records() == 0
 
 
+
+
+class SlowReplication(InMemoryPartitionWriter):
+    """A writer whose replication waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import asyncio
+
+        self.waiting = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def wait_replicated(self, index: int, timeout_s: float) -> ErrorCode | None:
+        self.waiting.set()
+        await self.release.wait()
+        return self.replication_error
+
+
+async def test_the_timer_leaves_a_transaction_to_the_endtxn_that_prepared_it(
+        services: Services) -> None:
+    """Found by the fault tests: the timer's sweep of prepared transactions ran while EndTxn
+    waited for its Prepare record to replicate, completed it, and EndTxn then completed it
+    again: markers twice, and an illegal CompleteCommit -> CompleteCommit answered as an
+    internal error."""
+    import asyncio
+
+    slow = SlowReplication()
+    coordinator = TransactionCoordinator(services, slow)
+    await coordinator.start()
+    try:
+        _, pid, epoch = await coordinator.init_producer_id("t5", 60_000)
+        coordinator.add_partitions("t5", pid, epoch, [("data", 0)])
+        ending = asyncio.ensure_future(coordinator.end_txn("t5", pid, epoch, commit=True))
+        await asyncio.wait_for(slow.waiting.wait(), 10)
+        assert coordinator.txns["t5"].state == TxnState.PREPARE_COMMIT
+        await coordinator.complete_prepared()  # the timer's tick, meanwhile
+        slow.release.set()
+        assert await asyncio.wait_for(ending, 10) == ErrorCode.none
+        assert coordinator.txns["t5"].state == TxnState.COMPLETE_COMMIT
+        assert markers(services, 0) == [True]  # one marker, not two
+    finally:
+        await coordinator.stop()
