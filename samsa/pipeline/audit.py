@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from samsa.pipeline.decode import MONITORING_COLUMNS, decode_monitoring
 from samsa.pipeline.events import DEFAULT_TOPICS, Topics
+from samsa.tools.common import spark_log_level
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,6 +65,7 @@ def audit(
     monitoring = (
         spark.read.format("samsa")
         .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.log_level", spark_log_level())
         .option("subscribe", topics.monitoring)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")

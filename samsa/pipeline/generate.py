@@ -32,6 +32,7 @@ from samsa.pipeline.events import (
     Topics,
     encode,
 )
+from samsa.tools.common import client_config
 
 PAGES = tuple(
     ["/", "/feed", "/jobs", "/messages", "/notifications", "/search"]
@@ -78,7 +79,7 @@ class GenerateResult:
 
 def ensure_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
     """Create the topics that do not exist yet (existing ones keep their partitions)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap, "samsa-pipeline-generate", short_timeouts=False))
     existing = set(admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics)
     missing = [NewTopic(t, partitions) for t in topics if t not in existing]
     if not missing:
@@ -119,12 +120,12 @@ def generate(
         Frontend(
             f"frontend-{i + 1:02d}",
             Producer(
-                {
-                    "bootstrap.servers": bootstrap,
-                    "enable.idempotence": True,
-                    "linger.ms": 5,
-                    "client.id": f"frontend-{i + 1:02d}",
-                }
+                client_config(
+                    bootstrap,
+                    f"frontend-{i + 1:02d}",
+                    {"enable.idempotence": True, "linger.ms": 5},
+                    short_timeouts=False,
+                )
             ),
         )
         for i in range(frontends)

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 from samsa.pipeline.decode import EVENT_COLUMNS, decode_events
 from samsa.pipeline.events import DEFAULT_TOPICS, Topics
 from samsa.pipeline.table import Offsets, Table
+from samsa.tools.common import client_config, spark_log_level
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,8 +49,12 @@ class LoadResult:
 def watermarks(bootstrap: str, topics: list[str]) -> tuple[Offsets, Offsets]:
     """``(log start offsets, high watermarks)`` of every partition of ``topics``."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "samsa-pipeline-load", "enable.auto.commit":
-         False}
+        client_config(
+            bootstrap,
+            "samsa-pipeline-load",
+            {"group.id": "samsa-pipeline-load", "enable.auto.commit": False},
+            short_timeouts=False,
+        )
     )
     try:
         metadata = consumer.list_topics(timeout=METADATA_TIMEOUT_S)
@@ -102,6 +107,7 @@ def load(
         source = (
             spark.read.format("samsa")
             .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.log_level", spark_log_level())
             .option("assign", json.dumps({t: sorted(parts) for t, parts in highs.items()}))
             .option("startingOffsets", json.dumps(start))
             .option("endingOffsets", json.dumps(highs))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from samsa.pipeline.decode import EVENT_COLUMNS, decode_events
 from samsa.pipeline.events import DEFAULT_TOPICS, Topics
+from samsa.tools.common import spark_log_level
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,6 +62,7 @@ def stream(
     reader = (
         spark.readStream.format("samsa")
         .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.log_level", spark_log_level())
         .option("subscribe", ",".join(topics.all_activity))
         .option("startingOffsets", "earliest")
         .option("failOnDataLoss", str(fail_on_data_loss).lower())

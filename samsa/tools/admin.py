@@ -15,6 +15,7 @@ from samsa.tools.common import (
     check_reachable,
     client_config,
     describe_error,
+    serve_client_log,
 )
 
 # Kafka's ConfigSource ids and names (confluent-kafka hands back the bare ids).
@@ -40,10 +41,13 @@ def connect_admin(
     """An admin client and the cluster's metadata; one-line errors when unreachable."""
     config = client_config(bootstrap, client_id, extra)
     check_reachable(bootstrap)
+    admin: AdminClient | None = None
     try:
         admin = AdminClient(config)
         metadata = admin.list_topics(timeout=METADATA_TIMEOUT_S)
     except KafkaException as exc:
+        if admin is not None:
+            serve_client_log(admin)
         raise ToolError(f"cannot get metadata from {bootstrap}: {describe_error(exc)}") from exc
     return admin, metadata
 

@@ -3,13 +3,21 @@ parsing, a reachability check and the turning of client errors into one ``samsa:
 
 Errors leave a tool as ``click.ClickException`` (or ``click.UsageError``); ``samsa.cli.run``
 prints them as one line on stderr.
+
+Every confluent-kafka client of the ``samsa`` command (the tools and ``samsa pipeline``) is
+built from ``client_config``, which hands librdkafka's log lines to Python logging (the
+``samsa.tools.librdkafka`` logger) instead of letting librdkafka print them on stderr, and
+drops them unless ``SAMSA_CLIENT_LOG`` names a level to show them from.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import re
 import socket
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -30,6 +38,22 @@ METADATA_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 5.0
 # Timeout of one admin request (create, delete, describe, alter).
 REQUEST_TIMEOUT_S = 30.0
+
+#: the environment variable that shows librdkafka's log lines on stderr, from a level on
+CLIENT_LOG_ENV = "SAMSA_CLIENT_LOG"
+#: the logger every client of the samsa command is given (confluent-kafka's ``logger`` config)
+CLIENT_LOGGER = logging.getLogger("samsa.tools.librdkafka")
+# Lines nobody asked for end here, not in Python's last-resort handler (stderr).
+CLIENT_LOGGER.addHandler(logging.NullHandler())
+# CLIENT_LOG_ENV's values: the Python level and librdkafka's log_level (syslog's levels) for it.
+# Quiet, log_level is 0 (emergency, which librdkafka never logs): lines are dropped in
+# librdkafka. librdkafka's debug lines need its `debug` config too (e.g. debug=broker,protocol).
+_CLIENT_LOG_LEVELS = {
+    "debug": (logging.DEBUG, 7),
+    "info": (logging.INFO, 6),
+    "warning": (logging.WARNING, 4),
+    "error": (logging.ERROR, 3),
+}
 
 _HOST_PORT = re.compile(r"^(?:[A-Za-z_]+://)?(?P<host>\[[^\]]+\]|[^:/\s]+):(?P<port>\d{1,5})$")
 
@@ -119,21 +143,77 @@ def unescape(value: str) -> str:
     )
 
 
+def client_logging() -> dict[str, Any]:
+    """librdkafka's logging keys for a client config: its lines go to ``CLIENT_LOGGER``, and
+    only from the level ``SAMSA_CLIENT_LOG`` names (debug, info, warning, error); none without it.
+
+    confluent-kafka's ``logger`` config also sets librdkafka's ``log.queue``: no line is printed
+    from librdkafka's threads, each is handed to the logger from the client's poll(), flush()
+    or consume() (an AdminClient's from its poll()), and the lines still queued when the client
+    is destroyed (such as the BGQUEUE purge) are dropped.
+    """
+    level, log_level = _client_log_levels()
+    if level is not None:
+        _show_client_log(level)
+    return {"logger": CLIENT_LOGGER, "log_level": log_level}
+
+
+def spark_log_level() -> str:
+    """The ``kafka.log_level`` option of the Spark data source's reads in ``samsa pipeline``.
+
+    Their clients live in Spark's task processes, where no Python logger can follow them, so
+    only librdkafka's own level keeps them quiet; with ``SAMSA_CLIENT_LOG`` set they print
+    librdkafka's lines themselves.
+    """
+    return str(_client_log_levels()[1])
+
+
+def _client_log_levels() -> tuple[int | None, int]:
+    """(the Python level to show librdkafka's lines from or None, librdkafka's log_level)."""
+    value = os.environ.get(CLIENT_LOG_ENV, "").strip().lower()
+    if not value:
+        return None, 0
+    if value not in _CLIENT_LOG_LEVELS:
+        raise click.UsageError(
+            f"{CLIENT_LOG_ENV} takes {', '.join(_CLIENT_LOG_LEVELS)}, got {value!r}"
+        )
+    return _CLIENT_LOG_LEVELS[value]
+
+
+def _show_client_log(level: int) -> None:
+    """Print the client logger's lines from ``level`` on stderr (one handler, however often)."""
+    CLIENT_LOGGER.setLevel(level)
+    if not any(getattr(h, "samsa_client_log", False) for h in CLIENT_LOGGER.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("librdkafka %(levelname)s %(message)s"))
+        handler.samsa_client_log = True  # type: ignore[attr-defined]
+        CLIENT_LOGGER.addHandler(handler)
+        CLIENT_LOGGER.propagate = False
+
+
 def client_config(
-    bootstrap: str, client_id: str, extra: Mapping[str, str] | None = None
+    bootstrap: str,
+    client_id: str,
+    extra: Mapping[str, Any] | None = None,
+    *,
+    short_timeouts: bool = True,
 ) -> dict[str, Any]:
-    """A librdkafka config with short timeouts and its own logging silenced."""
+    """The config of every confluent-kafka client the samsa command builds: its logging
+    (``client_logging``), and unless told otherwise the tools' short socket timeouts."""
     parse_bootstrap(bootstrap)
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
-        "client.id": client_id,
-        "socket.timeout.ms": 10_000,
-        "socket.connection.setup.timeout.ms": 10_000,
-        # librdkafka logs every reconnect attempt on stderr; the tools report errors themselves.
-        "log_level": 0,
-    }
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": client_id}
+    if short_timeouts:
+        config["socket.timeout.ms"] = 10_000
+        config["socket.connection.setup.timeout.ms"] = 10_000
+    config.update(client_logging())
     config.update(extra or {})
     return config
+
+
+def serve_client_log(client: Any) -> None:
+    """Hand the log lines a failing client has queued to ``CLIENT_LOGGER`` before it goes: an
+    AdminClient's are served only by its poll(), and a tool that fails stops polling."""
+    client.poll(0)
 
 
 def error_name(err: ClientError) -> str:

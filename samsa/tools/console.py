@@ -41,6 +41,7 @@ from samsa.tools.common import (
     parse_assignments,
     parse_bool,
     read_properties_file,
+    serve_client_log,
     unescape,
 )
 
@@ -62,6 +63,7 @@ def _connect(client: Producer | Consumer, bootstrap: str) -> Any:
     try:
         return client.list_topics(timeout=METADATA_TIMEOUT_S)
     except KafkaException as exc:
+        serve_client_log(client)  # no message is assigned yet: a poll serves only log lines
         raise ToolError(f"cannot get metadata from {bootstrap}: {describe_error(exc)}") from exc
 
 

@@ -324,10 +324,22 @@ def all_logs(cluster: ProcessCluster) -> str:
     return "\n".join(b.log_text() for b in cluster.brokers.values())
 
 
-def controller_log(cluster: ProcessCluster) -> str:
-    controller = cluster.controller()
-    assert controller is not None
-    return cluster.broker(controller).log_text()
+def unclean_warnings(cluster: ProcessCluster, topic: str) -> list[str]:
+    """The controller's log lines about the unclean election of ``topic``-0, once there are any.
+
+    The controller logs a decision after ZooKeeper has taken its write, so a test that has just
+    seen the new state in ZooKeeper can be ahead of the line: wait for it.
+    """
+    def found() -> list[str]:
+        controller = cluster.controller()
+        if controller is None:
+            return []
+        return [line for line in cluster.broker(controller).log_text().splitlines()
+                if UNCLEAN_WARNING in line and f"{topic}-0" in line]
+
+    warnings: list[str] = cluster.wait(
+        found, f"the controller to log the unclean election of {topic}-0", topics=[topic])
+    return warnings
 
 
 @pytest.mark.timeout(120)
@@ -379,10 +391,8 @@ def test_unclean_election_elects_the_out_of_sync_replica_and_reports_the_loss(
                  f"the out-of-sync replica {offline.behind} to be elected", topics=[topic])
     state = cluster.state(topic, 0)
     assert state is not None and state.isr == (offline.behind,)
-    warnings = [line for line in controller_log(cluster).splitlines()
-                if UNCLEAN_WARNING in line]
-    assert warnings and all("WARNING" in line for line in warnings), warnings
-    assert any(f"{topic}-0" in line for line in warnings), warnings
+    warnings = unclean_warnings(cluster, topic)
+    assert all("WARNING" in line for line in warnings), warnings
 
     after = produce_acked(cluster.bootstrap, topic, range(100, 120))
     read = read_partitions(cluster.bootstrap, topic, [0])
@@ -413,12 +423,15 @@ def test_enabling_unclean_election_on_the_fly_elects_the_out_of_sync_replica(
         incremental_operation=AlterConfigOpType.SET)])
     admin = cluster.live_admin()
     admin.incremental_alter_configs([resource])[resource].result(15)
+    # nothing else can elect it (no broker comes or goes from here on, and the preferred
+    # election wants an in-sync replica), so the wait needs no tight bound to show the reaction
     cluster.wait(lambda: (s := cluster.state(topic, 0)) is not None
                  and s.leader == offline.behind,
                  f"the out-of-sync replica {offline.behind} to be elected after the config"
                  f" change (ZooKeeper's topic config: {cluster.topic_configs(topic)})",
-                 timeout=8, topics=[topic])
-    assert UNCLEAN_WARNING in controller_log(cluster)
+                 topics=[topic])
+    warnings = unclean_warnings(cluster, topic)
+    assert all("WARNING" in line for line in warnings), warnings
 
 
 # --- 5. a consumer group through broker failures ------------------------------------------------

@@ -261,6 +261,55 @@ def test_load_leaves_a_foreign_directory_alone(spark_runs: SparkRuns) -> None:
     assert not (events.parent / ".events.versions").exists()
 
 
+# --- librdkafka's own log lines --------------------------------------------------------------
+#
+# librdkafka logs every refused connection (``%3|...|FAIL|...``) and, on a busy machine, the
+# purge of events a client left unserved when it is destroyed (``%6|...|BGQUEUE|...``). The
+# command's clients hand those lines to Python logging, where they stay unless SAMSA_CLIENT_LOG
+# asks for them, so they never come between the user and the command's own output.
+
+DEAD_SERVERS = 10
+
+
+def with_dead_servers(bootstrap: str) -> str:
+    """``bootstrap`` after ten addresses nothing listens on.
+
+    The reachability check passes (one address accepts), and each client librdkafka builds
+    first connects to a bootstrap address at random: a dead one, which it logs, with 10 chances
+    in 11. ``generate`` builds four clients, so without the fix its stderr is clean only by a
+    1 in 14,641 chance.
+    """
+    dead = []
+    for _ in range(DEAD_SERVERS):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            dead.append(f"127.0.0.1:{sock.getsockname()[1]}")
+    return ",".join([*dead, bootstrap])
+
+
+def test_generate_keeps_librdkafka_lines_off_stderr(
+    cli_broker: samsa.Broker, tmp_path: Path
+) -> None:
+    bootstrap = with_dead_servers(cli_broker.bootstrap_servers)
+    run = run_samsa("generate", "--bootstrap-server", bootstrap, "--events", "200", "--format",
+                    "json", "--topic-prefix", "dead-bootstrap.", cwd=tmp_path, timeout=120)
+    assert run.returncode == 0, run
+    assert run.stderr == "", run
+    assert run.stdout.startswith("published 200 events (dead-bootstrap.clicks "), run
+
+
+def test_load_fails_in_one_line_beside_a_dead_bootstrap_server(
+    cli_broker: samsa.Broker, tmp_path: Path
+) -> None:
+    bootstrap = with_dead_servers(cli_broker.bootstrap_servers)
+    run = run_samsa("load", "--bootstrap-server", bootstrap, "--topic-prefix",
+                    "never-generated-dead.", cwd=tmp_path)
+    assert_one_line_failure(
+        run, r"topic never-generated-dead\.page_views does not exist: run `samsa pipeline "
+             r"generate` first, or check --topic-prefix", exit_code=1,
+    )
+
+
 # --- a successful generate -----------------------------------------------------------------
 
 
