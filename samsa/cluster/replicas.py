@@ -109,8 +109,9 @@ class Replicas:
         partition = self.partitions.get((name, index))
         if partition is None:
             log_ = self.log_manager.get_or_create(name, index, self.topic_log_config(name))
-            partition = Partition(name, index, log_, broker_id=self.broker_id,
-                                  replicas=replicas)
+            partition = Partition(
+                name, index, log_, broker_id=self.broker_id, replicas=replicas,
+                high_watermark=self.log_manager.checkpointed_high_watermark(name, index))
             self.partitions[(name, index)] = partition
         return partition
 
@@ -162,6 +163,13 @@ class Replicas:
                 if gone:
                     log.info("%s-%d: ISR shrinking to %s (out: %s)", partition.topic,
                              partition.index, sorted(partition.wanted_isr), sorted(gone))
+
+    def checkpoint_high_watermarks(self) -> None:
+        """``replication-offset-checkpoint``: every hosted partition's high watermark, which
+        a restarted replica starts from (``replica.high.watermark.checkpoint.interval.ms``
+        and at shutdown)."""
+        self.log_manager.checkpoint_high_watermarks(
+            {tp: p.high_watermark for tp, p in self.partitions.items() if not p.closed})
 
     def wake_all(self) -> None:
         """Long-polls answer now with what they have (the broker is stopping)."""
