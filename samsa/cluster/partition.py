@@ -121,6 +121,7 @@ class Partition:
                           for r in replicas if r != self.broker_id}
         self._high_watermark = min(hw, self.log.log_end_offset)
         self._advance_high_watermark()
+        self.wake_waiters()  # fetches waiting with the previous epoch are answered now
 
     def update_replicas(self, replicas: tuple[int, ...]) -> None:
         """A leader's replica set changed (a reassignment): new followers start out of sync,
