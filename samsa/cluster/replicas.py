@@ -117,7 +117,13 @@ class Replicas:
 
     def drop_topic(self, name: str) -> None:
         """This broker's replicas of a topic and its entry in the topic store, gone."""
-        topic = self.store.delete(name)
+        self.drop_replicas(name)
+        self.store.delete(name)
+
+    def drop_replicas(self, name: str) -> None:
+        """This broker's replicas of a topic, gone; the topic stays in the store (cluster
+        mode: it is being deleted, and is until every replica has deleted its copy)."""
+        topic = self.store.get(name)
         indexes = {p for t, p in list(self.log_manager.logs) + list(self.partitions) if t == name}
         if topic is not None:
             indexes |= set(range(topic.partitions))
