@@ -223,6 +223,8 @@ BROKER_KEYS: dict[str, Key] = {
             "Bytes a follower's fetch waits for.", at_least(1)),
         Key("replica.fetch.backoff.ms", Type.INT, 1000,
             "Pause of a follower after a fetch error.", at_least(0)),
+        Key("replica.high.watermark.checkpoint.interval.ms", Type.LONG, 5000,
+            "The frequency with which the high watermark is saved out to disk."),
         Key("replica.socket.timeout.ms", Type.INT, 30000,
             "Deadline of a follower's request to its leader (at least "
             "replica.fetch.wait.max.ms).", at_least(1)),

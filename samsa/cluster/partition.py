@@ -16,7 +16,9 @@ offset. A replicated partition (cluster mode) has a role:
 * follower (``make_follower``): the replica fetcher appends the leader's batches and passes on
   the leader's high watermark (``set_follower_high_watermark``).
 
-A replica opened in cluster mode knows its replicas but no leader until the controller's state
+A replica opened in cluster mode starts from its checkpointed high watermark
+(``replication-offset-checkpoint``, at most its log end), not from its log end: records beyond
+it may be on no other replica. It knows its replicas but no leader until the controller's state
 for it arrives: until then it is neither, and every leader request gets NOT_LEADER_OR_FOLLOWER
 (``leader_error``). A broker never acts as a leader it has not been told it is.
 """
@@ -49,7 +51,9 @@ class FollowerState:
 
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = 0,
-                 broker_id: int = -1, replicas: tuple[int, ...] = ()) -> None:
+                 broker_id: int = -1, replicas: tuple[int, ...] = (),
+                 high_watermark: int | None = None) -> None:
+        """``high_watermark``: a replicated partition's checkpointed one (None: none)."""
         self.topic = topic
         self.index = index
         self.log = log
@@ -62,6 +66,13 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.leader_id = NO_LEADER if replicas else broker_id
         self._high_watermark: int | None = None  # None: the log end offset (not replicated)
+        if replicas:
+            # What of its log was committed, a replica knows only from its checkpoint; without
+            # one, Kafka takes 0, raised to the log start offset: nothing is exposed until the
+            # ISR has fetched it (a leader) or the leader tells (a follower). Never past the
+            # log end: a crash may have cut records the checkpoint counted.
+            self._high_watermark = max(log.log_start_offset,
+                                       min(high_watermark or 0, log.log_end_offset))
         self._waiters: set[asyncio.Future[None]] = set()
         self._replication_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self.closed = False  # its log was deleted (topic deleted, replica moved away)
@@ -110,6 +121,7 @@ class Partition:
                           for r in replicas if r != self.broker_id}
         self._high_watermark = min(hw, self.log.log_end_offset)
         self._advance_high_watermark()
+        self.wake_waiters()  # fetches waiting with the previous epoch are answered now
 
     def update_replicas(self, replicas: tuple[int, ...]) -> None:
         """A leader's replica set changed (a reassignment): new followers start out of sync,

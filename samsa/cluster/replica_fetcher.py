@@ -22,6 +22,11 @@ log left its own). For each partition of the answer:
   the partition failed (no longer fetched, as Kafka's ``failedPartitions``) and the others go
   on. Nothing ends the loop but ``stop()``.
 
+A fetch waits at the leader up to ``replica.fetch.wait.max.ms`` for data, so that partitions
+that are not in it do not wait for it: one added meanwhile (a leadership change) abandons it
+(its connection is closed and a new fetch goes out at once), and a fetch waits no longer than
+the earliest back-off of a partition left out.
+
 Everything runs on the event loop that owns the partitions (the broker's): appends and
 truncations happen between two awaits, as a produce does.
 """
@@ -32,6 +37,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -202,6 +208,7 @@ class ReplicaFetcher:
         self._connection: BrokerConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._added: asyncio.Future[None] | None = None  # resolved by add_partition
         self._progress: set[asyncio.Future[None]] = set()
         self._stopping = False
         self._failing = False  # the last connection attempt or request failed
@@ -245,6 +252,8 @@ class ReplicaFetcher:
             return
         self._states[key] = _State(partition, leader_epoch)
         self._wake.set()
+        if self._added is not None and not self._added.done():
+            self._added.set_result(None)
 
     def remove_partition(self, topic: str, index: int) -> Partition | None:
         """Stop following a partition; an answer in flight for it is ignored. Returns it."""
@@ -317,10 +326,13 @@ class ReplicaFetcher:
                 continue
             try:
                 connection = await self._connect()
-                request = self._fetch_request(fetchable)
-                response = await connection.request(
-                    FETCH, FETCH_VERSION, request, self.socket_timeout_ms / 1000
-                )
+                fetchable = self._fetchable()  # with the partitions added meanwhile
+                if not fetchable:
+                    continue
+                response = await self._fetch(connection, fetchable)
+                if response is None:
+                    await self._close_connection()
+                    continue
                 await self._handle_response(connection, fetchable, response)
             except BrokerConnectionError as exc:
                 self.connection_failures += 1
@@ -350,14 +362,35 @@ class ReplicaFetcher:
                 out[key] = (state, state.log.log_end_offset)
         return out
 
-    async def _idle(self) -> None:
-        """Nothing to fetch: wait for a partition to be added or a back-off to end."""
-        self._wake.clear()
+    def _next_retry(self) -> float | None:
+        """Seconds until the first partition backing off may be fetched again (None: none)."""
         now = asyncio.get_running_loop().time()
         delays = [s.delayed_until - now for s in self._states.values()
                   if s.failed is None and s.delayed_until > now]
+        return min(delays) if delays else None
+
+    async def _idle(self) -> None:
+        """Nothing to fetch: wait for a partition to be added or a back-off to end."""
+        self._wake.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), min(delays) if delays else None)
+            await asyncio.wait_for(self._wake.wait(), self._next_retry())
+
+    async def _fetch(self, connection: BrokerConnection,
+                     fetchable: dict[TP, tuple[_State, int]]) -> Any | None:
+        """The leader's answer; None when a partition to follow was added (or added again at
+        a new epoch) before it came. A fetch that does not name that partition may wait at the
+        leader for all of replica.fetch.wait.max.ms, and acks=all produces to it with it:
+        such a fetch is abandoned (the caller closes its connection) for one that names it."""
+        added = self._added = asyncio.get_running_loop().create_future()
+        fetch = asyncio.ensure_future(connection.request(
+            FETCH, FETCH_VERSION, self._fetch_request(fetchable), self.socket_timeout_ms / 1000))
+        try:
+            await asyncio.wait((fetch, added), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._added = None
+            if not fetch.done():
+                fetch.cancel()
+        return fetch.result() if fetch.done() and not fetch.cancelled() else None
 
     async def _connect(self) -> BrokerConnection:
         if self._connection is None:
@@ -388,9 +421,14 @@ class ReplicaFetcher:
                 log_start_offset=state.log.log_start_offset,
                 partition_max_bytes=self.fetch_max_bytes,
             ))
+        # a partition backing off is fetched again when its back-off ends, not when a long
+        # poll for the others does
+        wait_ms = self.fetch_wait_max_ms
+        if (retry := self._next_retry()) is not None:
+            wait_ms = min(wait_ms, math.ceil(retry * 1000))
         return FetchRequest(
             replica_id=self.broker_id,
-            max_wait=datetime.timedelta(milliseconds=self.fetch_wait_max_ms),
+            max_wait=datetime.timedelta(milliseconds=wait_ms),
             min_bytes=self.fetch_min_bytes,
             max_bytes=self.fetch_response_max_bytes,
             isolation_level=0,

@@ -109,14 +109,21 @@ class Replicas:
         partition = self.partitions.get((name, index))
         if partition is None:
             log_ = self.log_manager.get_or_create(name, index, self.topic_log_config(name))
-            partition = Partition(name, index, log_, broker_id=self.broker_id,
-                                  replicas=replicas)
+            partition = Partition(
+                name, index, log_, broker_id=self.broker_id, replicas=replicas,
+                high_watermark=self.log_manager.checkpointed_high_watermark(name, index))
             self.partitions[(name, index)] = partition
         return partition
 
     def drop_topic(self, name: str) -> None:
         """This broker's replicas of a topic and its entry in the topic store, gone."""
-        topic = self.store.delete(name)
+        self.drop_replicas(name)
+        self.store.delete(name)
+
+    def drop_replicas(self, name: str) -> None:
+        """This broker's replicas of a topic, gone; the topic stays in the store (cluster
+        mode: it is being deleted, and is until every replica has deleted its copy)."""
+        topic = self.store.get(name)
         indexes = {p for t, p in list(self.log_manager.logs) + list(self.partitions) if t == name}
         if topic is not None:
             indexes |= set(range(topic.partitions))
@@ -162,6 +169,13 @@ class Replicas:
                 if gone:
                     log.info("%s-%d: ISR shrinking to %s (out: %s)", partition.topic,
                              partition.index, sorted(partition.wanted_isr), sorted(gone))
+
+    def checkpoint_high_watermarks(self) -> None:
+        """``replication-offset-checkpoint``: every hosted partition's high watermark, which
+        a restarted replica starts from (``replica.high.watermark.checkpoint.interval.ms``
+        and at shutdown)."""
+        self.log_manager.checkpoint_high_watermarks(
+            {tp: p.high_watermark for tp, p in self.partitions.items() if not p.closed})
 
     def wake_all(self) -> None:
         """Long-polls answer now with what they have (the broker is stopping)."""

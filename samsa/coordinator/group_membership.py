@@ -21,7 +21,7 @@ from samsa.coordinator.group_rebalance import (
     sync_result,
 )
 from samsa.coordinator.group_store import GroupStore, now_ms
-from samsa.errors import ErrorCode, KafkaError, error
+from samsa.errors import ErrorCode, KafkaError, error, kafka_name
 
 log = logging.getLogger(__name__)
 
@@ -186,13 +186,30 @@ class GroupMembership:
             given = dict(assignments)
             for m in group.members.values():
                 m.assignment = given.get(m.member_id, b"")
-            group.transition(GroupState.STABLE, now_ms())
             self.store.store_group(group)
-            for m in group.members.values():
-                if m.awaiting_sync:
-                    assert m.sync_waiter is not None
-                    m.sync_waiter.set_result(sync_result(group, m))
+            # As Kafka's: the assignment is given out once the group's record has reached the
+            # ISR; the group stays CompletingRebalance meanwhile (a rebalance may start).
+            failed = await self.store.wait_replicated(group_id)
+            if group.state == GroupState.COMPLETING_REBALANCE and group.generation == generation:
+                self._assignment_stored(group, failed)
         return await waiter
+
+    def _assignment_stored(self, group: Group, failed: ErrorCode | None) -> None:
+        """The leader's assignment was stored: the group is Stable and every member waiting
+        gets its part; or not (``failed``): they get the error, and the group rebalances."""
+        if failed is None:
+            group.transition(GroupState.STABLE, now_ms())
+        for m in group.members.values():
+            if failed is not None:
+                m.assignment = b""
+            if m.awaiting_sync:
+                assert m.sync_waiter is not None
+                m.sync_waiter.set_result(sync_result(group, m) if failed is None else
+                                         {"error_code": failed, "assignment": b""})
+        if failed is not None:
+            log.info("group %s: the assignment of generation %d was not stored (%s): "
+                     "rebalancing", group.group_id, group.generation, kafka_name(failed))
+            self.rebalance.prepare(group)
 
     def heartbeat(
         self, *, group_id: str, generation: int, member_id: str, instance_id: str | None

@@ -247,6 +247,7 @@ class KafkaServer:
         await self.mode.stop()
         if self.cleaner is not None:  # joined off the loop: its swaps run on the loop
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
+        self.replicas.checkpoint_high_watermarks()
         self.log_manager.shutdown()
         log.info("samsa broker %d stopped cleanly", self.broker_id)
 
@@ -259,6 +260,7 @@ class KafkaServer:
             "retention": c.get("log.retention.check.interval.ms") / 1000,
             "recovery": c.get("log.flush.offset.checkpoint.interval.ms") / 1000,
             "start": c.get("log.flush.start.offset.checkpoint.interval.ms") / 1000,
+            "high_watermark": c.get("replica.high.watermark.checkpoint.interval.ms") / 1000,
         }
         last = dict.fromkeys(every, loop.time())
         while True:
@@ -282,6 +284,9 @@ class KafkaServer:
                 if now - last["start"] >= every["start"]:
                     last["start"] = now
                     self.log_manager.checkpoint_log_start_offsets()
+                if now - last["high_watermark"] >= every["high_watermark"]:
+                    last["high_watermark"] = now
+                    self.replicas.checkpoint_high_watermarks()
             except Exception:
                 log.exception("background log maintenance failed; retrying at the next tick")
 

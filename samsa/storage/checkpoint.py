@@ -24,6 +24,7 @@ VERSION = 0
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
@@ -53,7 +54,8 @@ def _read_entries(path: Path, fields: int) -> list[list[str]] | None:
 
 
 def write_offsets(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
-    """Per-partition offsets of one data directory (recovery points, log start offsets)."""
+    """Per-partition offsets of one data directory (recovery points, log start offsets, high
+    watermarks)."""
     _write_entries(path, [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())])
 
 

@@ -2,7 +2,9 @@
 
 Each data directory holds one folder per partition (``<topic>-<partition>``) plus Kafka's
 bookkeeping files: ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
-``.kafka_cleanshutdown`` (present only after a clean shutdown) and ``.lock``.
+``replication-offset-checkpoint`` (the high watermarks, which the replicas above keep and
+hand in: ``checkpoint_high_watermarks``), ``.kafka_cleanshutdown`` (present only after a clean
+shutdown) and ``.lock``.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ import fcntl
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from samsa.config import BrokerConfig, LogConfig
 from samsa.errors import KafkaStorageError
 from samsa.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
+    HIGH_WATERMARK_FILE,
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
     read_offsets,
@@ -56,6 +59,7 @@ class LogManager:
         self.clock = clock
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._high_watermarks: dict[TopicPartition, int] = {}  # as last checkpointed
         self._locks: list[int] = []
 
     def config_for(self, topic: str) -> LogConfig:
@@ -80,6 +84,7 @@ class LogManager:
             clean = marker.exists()
             recovery_points = read_offsets(directory / RECOVERY_POINT_FILE)
             start_offsets = read_offsets(directory / LOG_START_OFFSET_FILE)
+            high_watermarks = read_offsets(directory / HIGH_WATERMARK_FILE)
             partition_dirs = [p for p in sorted(directory.iterdir()) if p.is_dir()]
             if not clean and any(parse_partition_dir(p.name) for p in partition_dirs):
                 log.info("%s: no clean shutdown marker; recovering unflushed segments", directory)
@@ -96,6 +101,8 @@ class LogManager:
                     clock=self.clock,
                 )
                 self._dir_of[tp] = directory
+                if tp in high_watermarks:
+                    self._high_watermarks[tp] = high_watermarks[tp]
             # From here on a crash must be detected: the marker goes until the next clean stop.
             marker.unlink(missing_ok=True)
 
@@ -130,6 +137,7 @@ class LogManager:
             os.close(fd)
         self._locks.clear()
         self.logs.clear()
+        self._high_watermarks.clear()
 
     # --- partitions ---------------------------------------------------------------------------
 
@@ -161,6 +169,7 @@ class LogManager:
         tp = (topic, partition)
         removed = self.logs.pop(tp, None)
         self._dir_of.pop(tp, None)
+        self._high_watermarks.pop(tp, None)
         if removed is not None:
             removed.delete()
 
@@ -201,6 +210,24 @@ class LogManager:
 
     def checkpoint_log_start_offsets(self) -> None:
         self._write_per_dir(LOG_START_OFFSET_FILE, lambda log_: log_.log_start_offset)
+
+    def checkpointed_high_watermark(self, topic: str, partition: int) -> int | None:
+        """The high watermark ``replication-offset-checkpoint`` last held for a log (None: it
+        has none, or the file could not be read)."""
+        return self._high_watermarks.get((topic, partition))
+
+    def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        """Write ``replication-offset-checkpoint`` in every data directory (Kafka's
+        ReplicaManager does, every ``replica.high.watermark.checkpoint.interval.ms`` and at
+        shutdown). A log without a high watermark here (its replica is not open yet) keeps
+        the one it had."""
+        for tp, offset in high_watermarks.items():
+            if tp in self.logs:
+                self._high_watermarks[tp] = offset
+        for directory in self.dirs:
+            write_offsets(directory / HIGH_WATERMARK_FILE, {
+                tp: offset for tp, offset in self._high_watermarks.items()
+                if self._dir_of.get(tp) == directory})
 
     def _write_per_dir(self, filename: str, value: Callable[[Log], int]) -> None:
         for directory in self.dirs:

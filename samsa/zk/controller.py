@@ -70,6 +70,7 @@ class Controller:
         self._known_topics: set[str] = set()
         self._watched_topics: set[str] = set()
         self._reassigning: dict[TP, tuple[int, ...]] = {}  # partition -> target replicas
+        self._deleting: set[str] = set()  # topics waiting for their replicas' deletion
         self._events = concurrent.futures.ThreadPoolExecutor(1, "samsa-controller")
         self._watching = False
         self._closed = threading.Event()
@@ -142,6 +143,7 @@ class Controller:
         self.shutting_down &= self.live
         self._known_topics = set()
         self._reassigning = {}
+        self._deleting = set()
         for topic in self.zk.topics():
             self._init_topic(topic)
             self._watch_topic(topic)
@@ -183,7 +185,7 @@ class Controller:
         self.zk.watch_topic_configs(topic, configured)
 
     def _topics_changed(self, names: set[str]) -> None:
-        for topic in sorted(names - self._known_topics):
+        for topic in sorted(names - self._known_topics - self._deleting):
             self._init_topic(topic)
             self._watch_topic(topic)
         self._known_topics &= names
@@ -220,6 +222,8 @@ class Controller:
         for topic, index, replicas in self._partitions():
             self._update(topic, index, lambda s, t=topic, r=replicas: self._on_brokers(
                 t, s, r, live, back))
+        for topic in sorted(self._deleting):  # a replica gone need not answer any more
+            self._try_delete(topic)
 
     def _on_brokers(self, topic: str, state: PartitionState, replicas: tuple[int, ...],
                     live: set[int], back: set[int]) -> PartitionState | None:
@@ -269,12 +273,41 @@ class Controller:
     # --- topic deletion ------------------------------------------------------------------------
 
     def _delete_topics(self, names: list[str]) -> None:
+        """Kafka's TopicDeletionManager: the topic's znodes go once every live replica has
+        deleted its copy (the replica managers answer the request), so that the name is
+        not free while a replica still holds the old records. A replica on a broker that is
+        down deletes them when it comes back (the topic is gone, or has another id)."""
         for topic in names:
             self._known_topics.discard(topic)
             for tp in [tp for tp in self._reassigning if tp[0] == topic]:
                 del self._reassigning[tp]
-            self.zk.delete_topic(topic, self.fence)
-            log.info("deleted topic %s", topic)
+            if topic not in self._deleting:
+                self._deleting.add(topic)
+                self.zk.watch_topic_deletion_answers(topic, lambda t=topic: self._answered(t))
+            self._try_delete(topic)
+
+    def _answered(self, topic: str) -> bool:  # kazoo thread
+        if topic not in self._deleting or not self.active:
+            return False
+        self._submit(self._try_delete, topic)
+        return True
+
+    def _try_delete(self, topic: str) -> None:
+        if topic not in self._deleting:
+            return
+        assignment = self.zk.topic_assignment(topic)
+        if assignment is not None:
+            replicas = {r for a in assignment.partitions.values() for r in a.replicas}
+            waiting = replicas & self.live
+            if waiting:
+                waiting -= self.zk.topic_deletion_answers(topic, assignment.topic_id)
+            if waiting:
+                log.info("topic %s: deletion waits for the replicas on brokers %s", topic,
+                         sorted(waiting))
+                return
+        self._deleting.discard(topic)
+        self.zk.delete_topic(topic, self.fence)
+        log.info("deleted topic %s", topic)
 
     # --- controlled shutdown -------------------------------------------------------------------
 

@@ -4,6 +4,9 @@ Watches (kazoo threads, moved onto the broker's event loop):
 
 * ``/brokers/topics``: a new topic enters the broker's TopicStore with its id and configs,
   and the logs of the partitions this broker is a replica of are opened;
+* ``/admin/delete_topics``: a topic marked for deletion loses its local replicas at once, and
+  the controller is told (Kafka's StopReplica with delete=true and its answer); the topic
+  stays known until the controller, told by every live replica, has removed it;
 * every partition's state znode: the cluster's metadata (leader, leader epoch, ISR), which
   Metadata answers from. For a local replica the state is applied: the leader makes its
   partition leader (``Partition.make_leader``), the others follow it (``make_follower`` plus
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -60,6 +64,7 @@ class ReplicaManager:
         self._tokens: dict[str, object] = {}  # a topic's watches stop when its token goes
         self._synced = False
         self.shutting_down = False
+        self.deleting: set[str] = set()  # marked for deletion, their replicas deleted here
 
     @property
     def broker_id(self) -> int:
@@ -68,6 +73,7 @@ class ReplicaManager:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Watch the topics (blocking: run it in an executor); events go to ``loop``."""
         self._loop = loop
+        self.zk.watch_topic_deletions(self._on_deletions)
         self.zk.watch_topics(self._on_topics)
 
     async def stop(self) -> None:
@@ -132,7 +138,7 @@ class ReplicaManager:
                 self.replicas.drop_partition(name, index)
 
     def _add_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str]) -> None:
-        if name in self.assignments or self._closed:
+        if name in self.assignments or name in self.deleting or self._closed:
             return
         self.assignments[name] = assignment
         store = self.replicas.store
@@ -183,7 +189,7 @@ class ReplicaManager:
 
     def _assignment_changed(self, name: str, assignment: TopicAssignment, token: object) -> None:
         """New partitions, or a partition's replicas changed (a reassignment)."""
-        if self._tokens.get(name) is not token or self._closed:
+        if self._tokens.get(name) is not token or name in self.deleting or self._closed:
             return
         old = self.assignments[name]
         if old.topic_id is not None and assignment.topic_id != old.topic_id:
@@ -233,6 +239,49 @@ class ReplicaManager:
             if partition is not None:
                 self._stop_following(partition)
         self.replicas.drop_topic(name)
+
+    # --- topic deletion -------------------------------------------------------------------------
+
+    def _on_deletions(self, names: list[str]) -> None:  # kazoo thread
+        self._to_loop(self._sync_deletions, {n: self.zk.topic_assignment(n) for n in names})
+
+    def _sync_deletions(self, requested: dict[str, TopicAssignment | None]) -> None:
+        if self._closed:
+            return
+        done = self.deleting - set(requested)
+        self.deleting -= done
+        for name in sorted(done):
+            if name in self.assignments:  # whatever the topics watch saw: it is gone
+                self._remove_topic(name)
+        assert self._loop is not None
+        if done:  # a topic of the same name may be there already: read it afresh
+            self._loop.run_in_executor(None, lambda: self._on_topics(self.zk.topics()))
+        for name, assignment in sorted(requested.items()):
+            if name in self.deleting:
+                continue
+            self.deleting.add(name)
+            if assignment is not None:
+                log.info("topic %s is marked for deletion: deleting its local replicas", name)
+            for partition in [p for (t, _), p in self.replicas.partitions.items() if t == name]:
+                self._stop_following(partition)
+            self.replicas.drop_replicas(name)
+            if assignment is not None and any(self.broker_id in a.replicas
+                                              for a in assignment.partitions.values()):
+                self._spawn(self._answer_deletion(name, assignment.topic_id))
+
+    async def _answer_deletion(self, name: str, topic_id: uuid.UUID | None) -> None:
+        """Tell the controller that this broker's replicas of the topic are deleted (the
+        deletion waits for it: retried until told)."""
+        assert self._loop is not None
+        while not self._closed and name in self.deleting:
+            try:
+                await self._loop.run_in_executor(None, self.zk.answer_topic_deletion, name,
+                                                 self.broker_id, topic_id)
+                return
+            except Exception as exc:
+                log.warning("topic %s: cannot tell the controller that its replicas here are "
+                            "deleted (%r); retrying", name, exc)
+                await asyncio.sleep(1)
 
     def stop_fetchers(self) -> None:
         """Controlled shutdown: stop following (the controller takes this broker out of the

@@ -101,14 +101,17 @@ class ZkTopicAdmin(TopicAdmin):
         return topic
 
     async def delete_topics(self, names: Sequence[str], timeout_ms: int) -> set[str]:
-        """The controller deletes them from ZooKeeper, every broker its replicas; this waits
-        until this broker has seen it, as Kafka's DelayedDeleteTopics does."""
+        """Every live replica deletes its copy, then the controller the topic's znodes; this
+        waits until this broker has seen the topic go, as Kafka's DelayedDeleteTopics does
+        (a topic of the same name created since is another topic)."""
         zk = self.membership.zk
         loop = asyncio.get_running_loop()
+        store = self.replicas.store
+        ids = {n: t.topic_id for n in names if (t := store.get(n)) is not None}
         for name in names:
             await loop.run_in_executor(None, zk.request_topic_deletion, name)
-        store = self.replicas.store
-        return await wait_until(lambda: {n for n in names if store.get(n)}, timeout_ms)
+        return await wait_until(lambda: {n for n in names if (t := store.get(n)) is not None
+                                         and t.topic_id == ids.get(n)}, timeout_ms)
 
     async def add_partitions(self, name: str, total: int,
                              assignment: Sequence[Sequence[int]] | None = None,

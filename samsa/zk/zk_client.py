@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -93,6 +94,10 @@ class ControllerMovedError(ZkError):
 # Not Kafka's: its brokers send the ControlledShutdown request to the controller; here the
 # request and its answer go through this znode (one ephemeral child per attempt).
 CONTROLLED_SHUTDOWN_PATH = "/samsa/controlled_shutdown"
+# Not Kafka's either: its controller sends StopReplica(delete=true) to every replica of a topic
+# being deleted and waits for the answers; here each replica answers with a child
+# <broker id> of /samsa/topic_deletions/<topic> holding the id of the topic it deleted.
+TOPIC_DELETIONS_PATH = "/samsa/topic_deletions"
 
 Fence = int | None  # the /controller_epoch znode version a controller write is checked against
 
@@ -399,14 +404,46 @@ class ZkClient:
 
     def delete_topic(self, name: str, fence: Fence = None) -> None:
         """The controller's last step of a deletion: the partition states, the assignment,
-        the configs, then the deletion request."""
+        the configs, the replicas' answers, then the deletion request."""
         for child in self._children(partitions_path(name)):
             for path in (f"{partitions_path(name)}/{child}/state",
                          f"{partitions_path(name)}/{child}"):
                 self._fenced(fence, lambda txn, path=path: txn.delete(path))
+        answers = f"{TOPIC_DELETIONS_PATH}/{name}"
         for path in (partitions_path(name), topic_path(name), topic_config_path(name),
+                     *(f"{answers}/{child}" for child in self._children(answers)), answers,
                      delete_topic_path(name)):
             self._fenced(fence, lambda txn, path=path: txn.delete(path))
+
+    def answer_topic_deletion(self, name: str, broker_id: int,
+                              topic_id: uuid.UUID | None) -> None:
+        """This broker deleted its replicas of the topic ``topic_id`` named ``name``."""
+        path = f"{TOPIC_DELETIONS_PATH}/{name}/{broker_id}"
+        data = str(topic_id or "").encode()
+        try:
+            self.client.create(path, data, makepath=True)
+        except NodeExistsError:  # left from an older topic: a new child is what is watched
+            self.client.delete(path)
+            self.client.create(path, data, makepath=True)
+
+    def topic_deletion_answers(self, name: str, topic_id: uuid.UUID | None) -> set[int]:
+        """The brokers that deleted their replicas of this topic (not of an older topic of
+        the same name)."""
+        answered = set()
+        for child in self._children(f"{TOPIC_DELETIONS_PATH}/{name}"):
+            try:
+                data, _ = self.client.get(f"{TOPIC_DELETIONS_PATH}/{name}/{child}")
+            except NoNodeError:
+                continue
+            if data.decode(errors="replace") == str(topic_id or ""):
+                answered.add(int(child))
+        return answered
+
+    def watch_topic_deletion_answers(self, name: str, callback: Callable[[], bool]) -> None:
+        """``callback()`` at every answer, until it returns False or the answers are gone."""
+        path = f"{TOPIC_DELETIONS_PATH}/{name}"
+        self.client.ensure_path(path)
+        self.client.ChildrenWatch(path, lambda _children: callback())
 
     def _children(self, path: str) -> list[str]:
         try:

@@ -11,6 +11,7 @@ end the loop. Every wait has a deadline.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -631,6 +632,60 @@ def test_stop_while_a_fetch_waits(pair: tuple[samsa.Broker, samsa.Broker]) -> No
     assert not fetcher.running
     idle = on_loop(b, lambda: ReplicaFetcher(B_ID, ("127.0.0.1", a.port)))
     run(b, idle.stop(), timeout=2)
+
+
+LONG_POLL = {"fetch_wait_max_ms": 10_000, "socket_timeout_ms": 30_000}
+
+
+def test_a_partition_added_during_a_long_poll_is_fetched_at_once(
+    pair: tuple[samsa.Broker, samsa.Broker],
+) -> None:
+    """A partition to follow (a leadership change) does not wait for the fetch in flight,
+    which does not name it, to end its long poll: that fetch is abandoned and a new one
+    goes out."""
+    a, b = pair
+    topic = both(pair, 2)
+    produce(a, topic, [(0, None, b"first"), (1, None, b"first")])
+    fetcher = start_fetcher(a, b, topic, 1, **LONG_POLL)
+    try:
+        catch_up(a, b, fetcher, topic, 1)  # the next fetch now waits at the leader
+        started = time.monotonic()
+        on_loop(b, lambda: fetcher.add_partition(partition_of(b, topic, 1), 0))
+        catch_up(a, b, fetcher, topic, 2)
+        took = time.monotonic() - started
+        assert took < 5, f"fetched {took:.1f} s after it was added (the long poll is 10 s)"
+        produce(a, topic, [(0, None, b"second"), (1, None, b"second")])
+        catch_up(a, b, fetcher, topic, 2)
+        for p in range(2):
+            assert_same(a, b, topic, p)
+    finally:
+        stop_fetcher(b, fetcher)
+
+
+def test_a_partition_backing_off_is_fetched_after_its_back_off_not_the_long_poll(
+    pair: tuple[samsa.Broker, samsa.Broker],
+) -> None:
+    """A partition the leader refused (it has not taken the new leader epoch yet) is asked
+    for again once its back-off ends, even while the other partitions long-poll: a fetch
+    waits no longer than the earliest back-off."""
+    a, b = pair
+    topic = both(pair, 2)
+    produce(a, topic, [(0, None, b"first")])
+    fetcher = start_fetcher(a, b, topic, 1, **LONG_POLL)
+    try:
+        catch_up(a, b, fetcher, topic, 1)
+        on_loop(b, lambda: fetcher.add_partition(partition_of(b, topic, 1), 3))
+        wait_status(b, fetcher, topic, 1,
+                    lambda s: s.last_error == ErrorCode.unknown_leader_epoch,
+                    "UNKNOWN_LEADER_EPOCH")
+        started = time.monotonic()
+        on_loop(a, lambda: setattr(partition_of(a, topic, 1), "leader_epoch", 3))
+        produce(a, topic, [(1, None, b"at epoch 3")])
+        catch_up(a, b, fetcher, topic, 2)
+        took = time.monotonic() - started
+        assert took < 5, f"fetched {took:.1f} s after the leader took the epoch"
+    finally:
+        stop_fetcher(b, fetcher)
 
 
 def test_unreachable_leader_is_retried(pair: tuple[samsa.Broker, samsa.Broker]) -> None:

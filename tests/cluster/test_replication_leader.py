@@ -162,6 +162,30 @@ def test_a_follower_leaving_the_isr_counts_until_the_store_has_it(
     assert partition(broker).isr == {LEADER} and partition(broker).high_watermark == 1
 
 
+def test_a_new_leader_epoch_answers_fetches_waiting_with_the_old_one(
+    broker: samsa.Broker, wire: Wire
+) -> None:
+    """The leader takes a new epoch (the controller moved the ISR, a reassignment): a fetch
+    long-polling with the old epoch is answered FENCED_LEADER_EPOCH at once, as Kafka's
+    DelayedFetch completes for a fenced epoch, not when its max wait ends."""
+    lead(broker, {LEADER, FOLLOWER})
+    wire.send(FETCH, 12, {
+        "replica_id": FOLLOWER, "max_wait": 10000, "min_bytes": 1, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "forgotten_topics_data": [], "rack_id": "",
+        "topics": [{"topic": TOPIC, "partitions": [{
+            "partition": 0, "current_leader_epoch": 1, "fetch_offset": 0,
+            "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
+    with pytest.raises(TimeoutError):
+        wire.recv_frame(timeout=0.5)  # nothing to read: it waits
+    started = time.monotonic()
+    on_loop(broker, lambda: partition(broker).make_leader((LEADER, FOLLOWER), {LEADER}, 2))
+    _, response = wire.recv(FETCH, 12, timeout=15)
+    took = time.monotonic() - started
+    assert took < 5, f"answered {took:.1f} s after the new epoch (its max wait is 10 s)"
+    assert response.responses[0].partitions[0].error_code == ErrorCode.fenced_leader_epoch
+
+
 def test_acks_all_times_out_when_the_isr_does_not_follow(
     broker: samsa.Broker, wire: Wire
 ) -> None:

@@ -4,6 +4,7 @@ be run, stopped and loaded again without a broker."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 from samsa.errors import ErrorCode, KafkaError
@@ -15,6 +16,9 @@ class InMemoryPartitionWriter:
         self.partitions: dict[int, list[bytes]] = {}
         self.owned: set[int] | None = None  # None: every partition (a single node)
         self.replication_error: ErrorCode | None = None  # what wait_replicated answers
+        # set: wait_replicated waits for it (the followers have not fetched yet)
+        self.replicated: asyncio.Event | None = None
+        self.waiting = 0  # wait_replicated calls waiting for ``replicated``
         self.topic_created = False
         self.epoch = 0
 
@@ -38,6 +42,12 @@ class InMemoryPartitionWriter:
         return base
 
     async def wait_replicated(self, index: int, timeout_s: float) -> ErrorCode | None:
+        if self.replicated is not None:
+            self.waiting += 1
+            try:
+                await self.replicated.wait()
+            finally:
+                self.waiting -= 1
         return self.replication_error
 
     def batches(self, index: int) -> Iterator[memoryview]:

@@ -171,6 +171,62 @@ async def test_a_slow_replication_is_reported_to_the_client(groups: Any) -> None
     assert await gc.wait_replicated("g") == ErrorCode.coordinator_not_available
 
 
+async def until_blocked(task: asyncio.Future[Any], writer: InMemoryPartitionWriter,
+                        waiters: int = 1) -> None:
+    """Run the loop until ``task`` is done or ``waiters`` wait_replicated calls wait."""
+    for _ in range(1000):
+        if task.done() or writer.waiting >= waiters:
+            return
+        await asyncio.sleep(0)
+
+
+async def test_the_leaders_sync_answers_once_the_group_is_replicated(groups: Any) -> None:
+    """As Kafka's: the assignment is appended to the group's __consumer_offsets partition and
+    SyncGroup answers (the leader and the members waiting) only once the ISR has it; until
+    then the group stays CompletingRebalance."""
+    gc, writer = groups
+    first = await join_as_new_member(gc)
+    await sync(gc, first["member_id"], first["generation_id"])
+    second = asyncio.ensure_future(join_as_new_member(gc))
+    for _ in range(1000):
+        if gc.groups["g"].state == GroupState.PREPARING_REBALANCE:
+            break
+        await asyncio.sleep(0)
+    leader, follower = await asyncio.gather(join(gc, first["member_id"]), second)
+    generation = leader["generation_id"]
+    writer.replicated = asyncio.Event()
+    records = writer.records()
+    follower_sync = asyncio.ensure_future(sync(gc, follower["member_id"], generation))
+    leader_sync = asyncio.ensure_future(sync(gc, leader["member_id"], generation, [
+        (leader["member_id"], b"a"), (follower["member_id"], b"b")]))
+    await until_blocked(leader_sync, writer)
+    assert not leader_sync.done(), "SyncGroup answered before the group record was replicated"
+    assert not follower_sync.done()
+    assert writer.records() == records + 1  # the group record with its assignment
+    assert gc.groups["g"].state == GroupState.COMPLETING_REBALANCE
+    writer.replicated.set()
+    assert (await leader_sync)["assignment"] == b"a"
+    assert (await follower_sync)["assignment"] == b"b"
+    assert gc.groups["g"].state == GroupState.STABLE
+
+
+async def test_a_group_record_not_replicated_fails_the_sync_and_rebalances(
+        groups: Any) -> None:
+    """The append did not reach the ISR in offsets.commit.timeout.ms: every member waiting in
+    SyncGroup gets the error and no assignment, and the group rebalances (Kafka's
+    resetAndPropagateAssignmentError, then maybePrepareRebalance)."""
+    gc, writer = groups
+    joined = await join_as_new_member(gc)
+    writer.replication_error = ErrorCode.coordinator_not_available
+    synced = await sync(gc, joined["member_id"], joined["generation_id"],
+                        [(joined["member_id"], b"a")])
+    assert synced["error_code"] == ErrorCode.coordinator_not_available
+    assert synced["assignment"] == b""
+    group = gc.groups["g"]
+    assert group.state == GroupState.PREPARING_REBALANCE
+    assert group.members[joined["member_id"]].assignment == b""
+
+
 async def test_load_and_unload_follow_the_partition(groups: Any) -> None:
     gc, writer = groups
     joined = await join_as_new_member(gc)

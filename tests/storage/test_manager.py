@@ -17,6 +17,7 @@ T0 = 1_700_000_000_000
 MARKER = ".kafka_cleanshutdown"
 RECOVERY = "recovery-point-offset-checkpoint"
 LOG_START = "log-start-offset-checkpoint"
+HIGH_WATERMARK = "replication-offset-checkpoint"
 EPOCHS = "leader-epoch-checkpoint"
 
 
@@ -445,6 +446,62 @@ def test_missing_checkpoints_after_a_clean_shutdown(tmp_path: Path) -> None:
         log = m.get("t", 0)
         assert read_all(log) == expected
         assert log.log_end_offset == 20
+    finally:
+        m.shutdown()
+
+
+def test_high_watermarks_checkpoint_round_trip(tmp_path: Path) -> None:
+    """replication-offset-checkpoint: Kafka's format, one file per data directory with its
+    logs; a log without a high watermark given keeps the last one; a deleted log's goes."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    m = manager(one, two)
+    m.startup()
+    for p in range(4):
+        fill(m.get_or_create("t", p), 5)
+    assert m.checkpointed_high_watermark("t", 0) is None
+    m.checkpoint_high_watermarks({("t", 0): 3, ("t", 1): 10, ("t", 2): 7, ("t", 3): 0,
+                                  ("gone", 0): 5})
+    dirs = {tp: m.dir_of(tp) for tp in m.logs}
+    for directory in (one, two):
+        lines = checkpoint_lines(directory / HIGH_WATERMARK)
+        assert lines[0] == "0"
+        assert lines[2:] == [f"t {p} {hw}" for p, hw in enumerate([3, 10, 7, 0])
+                             if dirs[("t", p)] == directory]
+        assert int(lines[1]) == len(lines) - 2
+    m.checkpoint_high_watermarks({("t", 0): 4})  # t-1..3 not open as replicas (yet)
+    m.delete("t", 3)
+    m.shutdown()
+
+    m = manager(one, two)
+    m.startup()
+    try:
+        assert [m.checkpointed_high_watermark("t", p) for p in range(4)] == [4, 10, 7, None]
+        fill(m.get_or_create("t", 3), 1)  # the same name again: a new log, no high watermark
+        assert m.checkpointed_high_watermark("t", 3) is None
+    finally:
+        m.shutdown()
+
+
+@pytest.mark.parametrize("content", list(MALFORMED))
+def test_malformed_high_watermark_checkpoint_is_ignored_with_a_warning(
+    tmp_path: Path, caplog, content: str
+) -> None:
+    m = manager(tmp_path)
+    m.startup()
+    expected = fill(m.get_or_create("t", 0), 4)
+    m.checkpoint_high_watermarks({("t", 0): 8})
+    m.shutdown()
+    (tmp_path / HIGH_WATERMARK).write_bytes(MALFORMED[content])
+
+    m = manager(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="samsa"):
+        m.startup()
+    try:
+        assert any(HIGH_WATERMARK in r.getMessage() for r in caplog.records), caplog.text
+        assert m.checkpointed_high_watermark("t", 0) is None
+        assert read_all(m.get("t", 0)) == expected
+        m.checkpoint_high_watermarks({("t", 0): 8})
+        assert checkpoint_lines(tmp_path / HIGH_WATERMARK) == ["0", "1", "t 0 8"]
     finally:
         m.shutdown()
 
