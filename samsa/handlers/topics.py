@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from samsa.cluster.topic_admin import wait_until
 from samsa.cluster.topics import topic_name_problem
 from samsa.config import ConfigError, LogConfig
 from samsa.errors import ErrorCode, KafkaError, error
@@ -172,6 +173,7 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> di
     budget = MAX_PARTITIONS_PER_REQUEST
     results = []
     answered: set[str] = set()
+    made: dict[str, uuid.UUID] = {}
     for topic in requested:
         name = topic.name
         if name in answered:
@@ -216,7 +218,21 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> di
                 results.append(_failed_result(name, exc.code, exc.message))
                 continue
             topic_id = created.topic_id
+            made[name] = topic_id
         results.append(_created_result(ctx, name, topic_id, partitions, configs, factor))
+    timeout_ms = to_ms(request.timeout)
+    if made and timeout_ms > 0:
+        # As Kafka's DelayedCreatePartitions: answer once this broker knows the new topics (in
+        # cluster mode the broker learns them from ZooKeeper), so a CreatePartitions or a
+        # Produce right after the answer finds them.
+        late = await wait_until(lambda: {n for n, i in made.items()
+                                         if (t := store.get(n)) is None or t.topic_id != i},
+                                timeout_ms)
+        for result in results:
+            if result["name"] in late and result["error_code"] == ErrorCode.none:
+                result["error_code"] = ErrorCode.request_timed_out
+                result["error_message"] = "The topic was created; its metadata did not reach " \
+                                          "this broker within the timeout."
     return {"throttle_time": 0, "topics": results}
 
 
