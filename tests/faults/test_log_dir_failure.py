@@ -33,7 +33,7 @@ from . import faultfs, tmpfs
 
 pytestmark = pytest.mark.timeout(180)
 
-PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS = 0, 1, 2, 19
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, CREATE_TOPICS = 0, 1, 2, 3, 19
 TOPIC, PARTITIONS = "events", 4
 STORAGE_ERROR = ErrorCode.kafka_storage_error
 BIG = b"x" * (64 << 10)  # needs fresh pages: a full tmpfs refuses it
@@ -74,6 +74,14 @@ class Wire(FrameClient):
                 "name": TOPIC, "partitions": [{"partition_index": partition,
                                                "current_leader_epoch": -1,
                                                "timestamp": LATEST}]}]}).topics[0].partitions[0]
+
+    def offline_replicas(self) -> dict[int, list[int]]:
+        """partition -> its offline replicas, as Metadata lists them."""
+        topic = self.request(METADATA, 9, {
+            "topics": [{"name": TOPIC}], "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False}).topics[0]
+        return {p.partition_index: list(p.offline_replicas) for p in topic.partitions}
 
     def values(self, partition: int) -> list[bytes]:
         """Every record value of the partition, fetched from offset 0 to its high watermark."""
@@ -134,6 +142,9 @@ def check_dir_fails_alone(tmp_path: Path, dir_a: Path, fail: Callable[[], None],
             assert wire.list_offset(p).error_code == STORAGE_ERROR
         failures = broker.server.log_manager.failures
         assert list(failures.offline_dirs) == [dir_a]
+        me = broker.server.broker_id
+        assert wire.offline_replicas() == {p: [me] if p in in_a else []
+                                           for p in range(PARTITIONS)}
         # the other directory serves on, and the broker is alive
         for p in in_b:
             produce_acked(wire, acked, p, 2)
