@@ -1,7 +1,8 @@
 """A broker's log directory fails in a three-broker cluster on a real ZooKeeper (the broker
 processes of tests/cluster/processes.py), under confluent-kafka's idempotent acks=all producer.
 
-* Its only directory fills up (a small tmpfs): the broker halts, as Kafka's does, its
+* Its only directory fails (a small tmpfs fills up, or faultfs.py's writes fail with EIO):
+  the broker halts, as Kafka's does, its
   ZooKeeper session ends, and the controller moves its leaderships to in-sync replicas; with
   the disk repaired it starts again, recovers, and catches up.
 * One of its two directories fills up: that directory's replicas go offline on the broker,
@@ -10,13 +11,13 @@ processes of tests/cluster/processes.py), under confluent-kafka's idempotent ack
   following the partitions of its other directory.
 
 Either way every acknowledged record is read back exactly once, at its offset, in order.
-Needs root for the mounts (skipped without it).
+Needs root for the mounts (skipped without it; the EIO case also needs libfuse2).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ from kio.schema.errors import ErrorCode
 
 from samsa.records.record import RecordInput, encode_batch
 
-from . import tmpfs
+from . import faultfs, tmpfs
 
 PRODUCE = 0
 TOPIC = "orders"
@@ -86,37 +87,63 @@ def check_everything_acked_is_there(cluster: ProcessCluster, producer: Continuou
     check_acked_exactly_once(producer.acked, read)
 
 
+class Disk:
+    """A log dir that can be made to fail (``fail``) and repaired (``repair``)."""
+
+    def __init__(self, path: Path, fail: Callable[[], None], repair: Callable[[], None]
+                 ) -> None:
+        self.path, self.fail, self.repair = path, fail, repair
+
+
+@pytest.fixture(params=["full", "eio"])
+def only_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Disk]:
+    """Broker 1's only log dir: a small tmpfs that fills up, or faultfs failing with EIO."""
+    path = tmp_path / f"broker-{FAILING}"
+    if request.param == "full":
+        with tmpfs.tmpfs(path, "16m"):
+            filler: list[Path] = []
+            yield Disk(path, lambda: filler.append(tmpfs.fill(path)),
+                       lambda: filler[0].unlink())
+        return
+    reason = faultfs.available()
+    if reason is not None:
+        pytest.skip(reason)
+    with faultfs.FaultFs(tmp_path / f"backing-{FAILING}", path) as fs:
+        yield Disk(path, fs.fail, fs.heal)
+
+
 @pytest.mark.timeout(300)
-def test_broker_whose_only_log_dir_fills_halts_and_leadership_moves(tmp_path: Path) -> None:
+def test_broker_whose_only_log_dir_fails_halts_and_leadership_moves(tmp_path: Path,
+                                                                    only_disk: Disk) -> None:
     partitions = 3
     cluster = ProcessCluster(tmp_path, 3)
-    with tmpfs.tmpfs(tmp_path / f"broker-{FAILING}", "16m") as disk:
+    disk = only_disk.path
+    try:
+        cluster.start()
+        cluster.create_topic(TOPIC, partitions, 3, {"min.insync.replicas": "2"})
+        details = lambda: cluster.details([TOPIC])  # noqa: E731
+        producer = ContinuousProducer(cluster.bootstrap, TOPIC, partitions).start()
         try:
-            cluster.start()
-            cluster.create_topic(TOPIC, partitions, 3, {"min.insync.replicas": "2"})
-            details = lambda: cluster.details([TOPIC])  # noqa: E731
-            producer = ContinuousProducer(cluster.bootstrap, TOPIC, partitions).start()
-            try:
-                producer.wait_progress(200, 30, details)
-                filler = tmpfs.fill(disk)
-                broker = cluster.broker(FAILING)
-                cluster.wait(lambda: not broker.running, f"broker {FAILING} to halt",
-                             topics=[TOPIC])
-                assert broker.proc is not None and broker.proc.returncode == 1
-                assert HALT_LINE.format(disk) in broker.log_text()
-                cluster.wait(moved_away(cluster, list(range(partitions)), FAILING),
-                             f"leaders other than broker {FAILING}", timeout=40, topics=[TOPIC])
-                producer.wait_progress(200, 60, details)
+            producer.wait_progress(200, 30, details)
+            only_disk.fail()
+            broker = cluster.broker(FAILING)
+            cluster.wait(lambda: not broker.running, f"broker {FAILING} to halt",
+                         topics=[TOPIC])
+            assert broker.proc is not None and broker.proc.returncode == 1
+            assert HALT_LINE.format(disk) in broker.log_text()
+            cluster.wait(moved_away(cluster, list(range(partitions)), FAILING),
+                         f"leaders other than broker {FAILING}", timeout=40, topics=[TOPIC])
+            producer.wait_progress(200, 60, details)
 
-                filler.unlink()  # the disk is repaired
-                cluster.restart(FAILING)
-                cluster.wait_full_isr(TOPIC, range(partitions), timeout=60)
-                producer.wait_progress(100, 30, details)
-            finally:
-                producer.stop()
-            check_everything_acked_is_there(cluster, producer, partitions)
+            only_disk.repair()
+            cluster.restart(FAILING)
+            cluster.wait_full_isr(TOPIC, range(partitions), timeout=60)
+            producer.wait_progress(100, 30, details)
         finally:
-            cluster.close()
+            producer.stop()
+        check_everything_acked_is_there(cluster, producer, partitions)
+    finally:
+        cluster.close()
 
 
 @pytest.mark.timeout(300)
