@@ -2,9 +2,9 @@
 processes of tests/cluster/processes.py), under confluent-kafka's idempotent acks=all producer.
 
 * Its only directory fails (a small tmpfs fills up, or faultfs.py's writes fail with EIO):
-  the broker halts, as Kafka's does, its
-  ZooKeeper session ends, and the controller moves its leaderships to in-sync replicas; with
-  the disk repaired it starts again, recovers, and catches up.
+  the broker halts, as Kafka's does, its ZooKeeper session ends, and the controller moves its
+  leaderships to in-sync replicas; with the disk repaired it starts again, recovers, and
+  catches up.
 * One of its two directories fills up: that directory's replicas go offline on the broker,
   which tells the controller (Kafka's log dir event notification); the controller takes them
   out of the ISRs and elects other leaders where they led, while the broker keeps leading and
