@@ -103,6 +103,7 @@ class KafkaServer:
         # what a broker whose every log directory failed does (samsa.Broker stops instead)
         self.halt: Callable[[str], None] = halt_process
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._failed_dirs: set[Path] = set()  # handled by _handle_log_dir_failure
         self.connections: set[Connection] = set()
         self.broker_id = self.config.get("broker.id")
         self.cluster_id = ""
@@ -175,6 +176,8 @@ class KafkaServer:
         await self.mode.join(self.broker_id, [(a.name, a.host, a.port) for a in self.advertised])
         self._tasks.append(loop.create_task(self._background()))
         self.started = True
+        for directory in self.log_manager.failures.offline_dirs:  # failed while starting
+            self._handle_log_dir_failure(directory)
         log.info("samsa broker %d started on %s (cluster %s)", self.broker_id,
                  ", ".join(f"{b.host}:{b.port}" for b in self.bound), self.cluster_id)
 
@@ -321,8 +324,9 @@ class KafkaServer:
         """Kafka's ReplicaManager.handleLogDirFailure: the directory's partitions go offline
         here, its logs close, the controller is told (so that leadership moves to other
         in-sync replicas); with no directory left online the broker halts."""
-        if not self.started:
-            return
+        if not self.started or directory in self._failed_dirs:
+            return  # before the start is over: handled at its end
+        self._failed_dirs.add(directory)
         log.warning("Stopping serving replicas in dir %s", directory)
         partitions = self.replicas.handle_log_dir_failure(directory)
         self.log_manager.handle_log_dir_failure(directory)
