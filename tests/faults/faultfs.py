@@ -206,9 +206,13 @@ class FaultFs:
     def __enter__(self) -> FaultFs:
         self.backing.mkdir(parents=True, exist_ok=True)
         self.mountpoint.mkdir(parents=True, exist_ok=True)
+        from samsa.tools.cluster import die_with_parent
+
+        # SIGTERM when the test process dies: libfuse then unmounts before it exits
         self.proc = subprocess.Popen(
             [sys.executable, __file__, str(self.backing), str(self.mountpoint)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, text=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, text=True,
+            preexec_fn=die_with_parent())
         deadline = time.monotonic() + 20
         while not _mounted(self.mountpoint):
             if self.proc.poll() is not None:
