@@ -5,8 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Debian packages the tests need (kcat: a real CLI client; libzookeeper-java: ZooKeeper, the
 # cluster's coordinator, without the desktop JRE the zookeeper package pulls in; iptables: the
-# network faults of tests/chaos, inside network namespaces of their own).
-APT_PACKAGES := kcat libzookeeper-java iptables
+# network faults of tests/chaos, inside network namespaces of their own; libfuse2: fusepy's
+# library, for the failing disks of tests/faults).
+APT_PACKAGES := kcat libzookeeper-java iptables libfuse2
 # Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
 JAVA_PACKAGE := openjdk-17-jre-headless
 

@@ -15,6 +15,7 @@ event loop in a background thread.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import tempfile
 import threading
@@ -24,6 +25,8 @@ from typing import Any
 
 from samsa.server.kafka_server import KafkaServer
 from samsa.storage.log_cleaner import CleanerMetrics
+
+log = logging.getLogger(__name__)
 
 _START_TIMEOUT = 60
 
@@ -48,8 +51,17 @@ class Broker:
         props.update(config or {})
         props.update({k.replace("_", "."): v for k, v in overrides.items()})
         self.server = KafkaServer(props)
+        # every log directory failed: a broker process halts, an embedded one stops serving
+        self.server.halt = self._halt
+        self.halted: str | None = None
+        self._stopping: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+
+    def _halt(self, message: str) -> None:
+        log.critical("%s", message)
+        self.halted = message
+        self._stopping = asyncio.get_running_loop().create_task(self.server.stop())
 
     @property
     def bootstrap_servers(self) -> str:

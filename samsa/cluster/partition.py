@@ -76,6 +76,7 @@ class Partition:
         self._waiters: set[asyncio.Future[None]] = set()
         self._replication_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self.closed = False  # its log was deleted (topic deleted, replica moved away)
+        self.offline = False  # closed because its log directory failed (KAFKA_STORAGE_ERROR)
         # cluster mode: told when this leader's ISR changes, to write it to ZooKeeper
         self.on_isr_change: Callable[[Partition], None] | None = None
 
@@ -108,13 +109,13 @@ class Partition:
 
     def make_leader(self, replicas: tuple[int, ...], isr: set[int], leader_epoch: int) -> None:
         """Lead with these replicas; the high watermark starts where it was (it never moves
-        back) and waits for the followers' fetches."""
+        back) and waits for the followers' fetches. KafkaStorageError, with nothing changed,
+        when the epoch cannot be written (its log directory failed)."""
+        self.log.assign_leader_epoch(leader_epoch)
         hw = self.high_watermark
         self.replicas, self.isr = tuple(replicas), set(isr) | {self.broker_id}
         self._leaving = set()
         self.leader_id = self.broker_id
-        if leader_epoch > self.log.epochs.latest_epoch:
-            self.log.epochs.assign(leader_epoch, self.log.log_end_offset)
         self.leader_epoch = leader_epoch
         now = _now_ms()
         self.followers = {r: FollowerState(last_caught_up_ms=now if r in isr else 0)
@@ -275,6 +276,12 @@ class Partition:
         self.closed = True
         self._fail_replication_waiters()
         self.wake_waiters()
+
+    def go_offline(self) -> None:
+        """Its log directory failed: closed, and requests about it answer
+        KAFKA_STORAGE_ERROR."""
+        self.offline = True
+        self.close()
 
     def add_waiter(self, waiter: asyncio.Future[None]) -> None:
         self._waiters.add(waiter)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from samsa.cluster.replicas import Replicas
 from samsa.cluster.topic_admin import TopicAdmin
-from samsa.errors import ErrorCode
+from samsa.errors import ErrorCode, KafkaError, KafkaStorageError
 from samsa.records.batch import iter_headers
 
 
@@ -36,7 +36,11 @@ class LogPartitionWriter:
 
     def append(self, index: int, batch: bytes, internal: bool = False) -> int:
         partition = self.replicas.coordinator_partition(self.topic, index)
-        return partition.append(batch, internal=internal).first_offset
+        try:
+            return partition.append(batch, internal=internal).first_offset
+        except KafkaStorageError as exc:  # Kafka's coordinators answer NOT_COORDINATOR
+            raise KafkaError(f"{self.topic}-{index}: {exc}", ErrorCode.not_coordinator
+                             ) from exc
 
     async def wait_replicated(self, index: int, timeout_s: float) -> ErrorCode | None:
         partition = self.replicas.partition(self.topic, index)

@@ -50,7 +50,7 @@ from kio.schema.list_offsets.v7.request import (
 )
 
 from samsa.cluster.partition import Partition
-from samsa.errors import ErrorCode, KafkaError, kafka_name
+from samsa.errors import ErrorCode, KafkaError, KafkaStorageError, kafka_name
 from samsa.protocol.connection import BrokerConnection, BrokerConnectionError
 from samsa.records.batch import iter_headers
 from samsa.storage.log import Log
@@ -464,8 +464,8 @@ class ReplicaFetcher:
                     await self._handle_partition(connection, key, state, data)
                 except (BrokerConnectionError, asyncio.CancelledError):
                     raise
-                except (_UnexpectedAppendOffset, OSError) as exc:
-                    self._fail(key, state, repr(exc))
+                except (_UnexpectedAppendOffset, OSError, KafkaStorageError) as exc:
+                    self._fail(key, state, repr(exc))  # a storage error: its dir is offline
                 except KafkaError as exc:  # corrupt or invalid records: retry after a while
                     log.error("%s: %s-%d: cannot append what the leader sent at offset %d: "
                               "%s", self.name, *key, offset, exc)

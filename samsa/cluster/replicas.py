@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from samsa.cluster.partition import Partition
 from samsa.cluster.topics import Topic, TopicStore
 from samsa.config import LogConfig
-from samsa.errors import ErrorCode, KafkaError
+from samsa.errors import ErrorCode, KafkaError, KafkaStorageError
 from samsa.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,12 @@ class Replicas:
         ListOffsets, OffsetForLeaderEpoch, DeleteRecords), or the error to answer instead:
         NOT_LEADER_OR_FOLLOWER where the cluster has the partition but this broker does not
         lead it (or has not learned who does), UNKNOWN_TOPIC_OR_PARTITION where the cluster
-        has no such partition, as Kafka's ReplicaManager answers."""
+        has no such partition, KAFKA_STORAGE_ERROR where its log is in an offline log
+        directory, as Kafka's ReplicaManager answers."""
         partition = self.partitions.get((topic, index))
         if partition is None:
+            if self.log_manager.is_offline((topic, index)):
+                return None, ErrorCode.kafka_storage_error
             return None, (ErrorCode.not_leader_or_follower if self.partition_exists(topic, index)
                           else ErrorCode.unknown_topic_or_partition)
         return partition, partition.leader_error(current_leader_epoch, require_leader)
@@ -99,16 +103,26 @@ class Replicas:
         config = self.topic_log_config(topic.name)
         for p in range(topic.partitions):
             if (topic.name, p) not in self.partitions:
-                log_ = self.log_manager.get_or_create(topic.name, p, config)
+                try:
+                    log_ = self.log_manager.get_or_create(topic.name, p, config)
+                except KafkaStorageError as exc:
+                    log.error("%s-%d: not opened: %s", topic.name, p, exc)
+                    continue
                 self.partitions[(topic.name, p)] = Partition(topic.name, p, log_,
                                                              broker_id=self.broker_id)
 
-    def open_replica(self, name: str, index: int, replicas: tuple[int, ...]) -> Partition:
+    def open_replica(self, name: str, index: int, replicas: tuple[int, ...]
+                     ) -> Partition | None:
         """Cluster mode: open (or create) the log of one replica hosted here. It leads nothing
-        until the controller's state for it is applied (``Partition.leader_error``)."""
+        until the controller's state for it is applied (``Partition.leader_error``). None when
+        its log is in an offline directory (or cannot be created in any)."""
         partition = self.partitions.get((name, index))
         if partition is None:
-            log_ = self.log_manager.get_or_create(name, index, self.topic_log_config(name))
+            try:
+                log_ = self.log_manager.get_or_create(name, index, self.topic_log_config(name))
+            except KafkaStorageError as exc:
+                log.error("%s-%d: replica not opened: %s", name, index, exc)
+                return None
             partition = Partition(
                 name, index, log_, broker_id=self.broker_id, replicas=replicas,
                 high_watermark=self.log_manager.checkpointed_high_watermark(name, index))
@@ -147,6 +161,22 @@ class Replicas:
         for (t, _), partition in self.partitions.items():
             if t == name:
                 partition.log.update_config(config)
+
+    # --- offline log directories -------------------------------------------------------------
+
+    def handle_log_dir_failure(self, directory: Path) -> list[TopicPartition]:
+        """The partitions whose logs are in ``directory``, which failed, go offline here
+        (Kafka's ReplicaManager.handleLogDirFailure): requests about them answer
+        KAFKA_STORAGE_ERROR, waiting fetches and acks=all produces answer now, and a
+        coordinator whose partition this broker led lets it go. Returns them."""
+        gone = sorted(tp for tp in self.partitions if self.log_manager.dir_of(tp) == directory)
+        for tp in gone:
+            partition = self.partitions.pop(tp)
+            led = partition.is_leader
+            partition.go_offline()
+            if led and self.on_leadership is not None:
+                self.on_leadership(tp[0], tp[1], False)
+        return gone
 
     # --- leadership --------------------------------------------------------------------------
 

@@ -175,7 +175,9 @@ class LocalTopicAdmin(TopicAdmin):
     def describe_partition(self, topic: str, index: int) -> PartitionView:
         node = self.replicas.broker_id
         partition = self.replicas.partition(topic, index)
-        return PartitionView(node, partition.leader_epoch if partition else 0, (node,), (node,))
+        offline = (node,) if self.replicas.log_manager.is_offline((topic, index)) else ()
+        return PartitionView(node, partition.leader_epoch if partition else 0, (node,), (node,),
+                             offline)
 
     def coordinator_node(self, topic: str, index: int) -> tuple[Node | None, str]:
         return self._self(), ""

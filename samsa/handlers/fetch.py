@@ -92,7 +92,8 @@ class _FetchPlan:
             results = []
             for p, partition, error in parts:
                 if partition is not None and partition.closed:  # deleted while we waited
-                    error = (ErrorCode.not_leader_or_follower if partition.replicated
+                    error = (ErrorCode.kafka_storage_error if partition.offline
+                             else ErrorCode.not_leader_or_follower if partition.replicated
                              else ErrorCode.unknown_topic_or_partition)
                     partition = None
                 if partition is not None and error is None:  # the leader moved on meanwhile

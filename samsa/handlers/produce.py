@@ -104,7 +104,10 @@ async def _await_replication(
     watermark passed them), REQUEST_TIMED_OUT after the request's timeout."""
     done = await asyncio.gather(*(p.wait_replicated(end, timeout_s) for _, p, end in waits))
     for (result, partition, _), replicated in zip(waits, done, strict=True):
-        if not replicated and (partition.closed or not partition.is_leader):
+        if not replicated and partition.offline:
+            result.update(error_code=ErrorCode.kafka_storage_error, base_offset=-1,
+                          error_message="the partition's log directory failed")
+        elif not replicated and (partition.closed or not partition.is_leader):
             # leadership moved while it waited, as Kafka's DelayedProduce answers
             result.update(error_code=ErrorCode.not_leader_or_follower, base_offset=-1,
                           error_message="this broker stopped leading the partition")

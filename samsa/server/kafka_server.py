@@ -9,11 +9,12 @@ import asyncio
 import base64
 import concurrent.futures
 import logging
+import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from samsa.cluster.partition_writer import LogPartitionWriter
@@ -25,7 +26,7 @@ from samsa.config import BrokerConfig, ConfigError
 from samsa.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from samsa.coordinator.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from samsa.durable import write_atomically
-from samsa.errors import CloseConnection, ErrorCode
+from samsa.errors import CloseConnection, ErrorCode, KafkaStorageError
 from samsa.handlers import load_handlers
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import APIS
@@ -78,6 +79,13 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
+def halt_process(message: str) -> NoReturn:
+    """Kafka's Exit.halt(1) after a fatal log line: no clean shutdown, nothing more written."""
+    log.critical("%s", message)
+    logging.shutdown()  # the line reaches the log before the process goes
+    os._exit(1)
+
+
 class KafkaServer:
     def __init__(self, config: BrokerConfig | Mapping[str, Any] | None = None) -> None:
         self.config = config if isinstance(config, BrokerConfig) else BrokerConfig(config)
@@ -91,6 +99,11 @@ class KafkaServer:
             self.config, topic_config=lambda topic: self.replicas.topic_log_config(topic))
         self.replicas = Replicas(self.log_manager)
         self.replicas.on_leadership = self._leadership_changed
+        self.log_manager.failures.listeners.append(self._log_dir_offline)
+        # what a broker whose every log directory failed does (samsa.Broker stops instead)
+        self.halt: Callable[[str], None] = halt_process
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._failed_dirs: set[Path] = set()  # handled by _handle_log_dir_failure
         self.connections: set[Connection] = set()
         self.broker_id = self.config.get("broker.id")
         self.cluster_id = ""
@@ -123,6 +136,7 @@ class KafkaServer:
             raise
 
     async def _start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         first_dir = Path(self.log_manager.dirs[0])
         await self._load_meta_properties()
         # topics first: the logs open with their topic's config overrides
@@ -162,6 +176,8 @@ class KafkaServer:
         await self.mode.join(self.broker_id, [(a.name, a.host, a.port) for a in self.advertised])
         self._tasks.append(loop.create_task(self._background()))
         self.started = True
+        for directory in self.log_manager.failures.offline_dirs:  # failed while starting
+            self._handle_log_dir_failure(directory)
         log.info("samsa broker %d started on %s (cluster %s)", self.broker_id,
                  ", ".join(f"{b.host}:{b.port}" for b in self.bound), self.cluster_id)
 
@@ -268,11 +284,14 @@ class KafkaServer:
             now = loop.time()
             try:
                 for tp, log_ in list(self.log_manager.logs.items()):
-                    log_.maybe_flush_by_time()
+                    try:
+                        log_.maybe_flush_by_time()
+                    except KafkaStorageError:
+                        continue  # its directory is offline now
                     if log_.recovery_point < log_.active.base_offset and tp not in self._flushing:
                         self._flushing.add(tp)
                         loop.run_in_executor(None, log_.flush_rolled).add_done_callback(
-                            lambda _f, tp=tp: self._flushing.discard(tp)
+                            lambda f, tp=tp: self._flush_done(tp, f)
                         )
                 self.replicas.shrink_isrs(self.config.get("replica.lag.time.max.ms"))
                 if now - last["retention"] >= every["retention"]:
@@ -289,6 +308,42 @@ class KafkaServer:
                     self.replicas.checkpoint_high_watermarks()
             except Exception:
                 log.exception("background log maintenance failed; retrying at the next tick")
+
+    def _flush_done(self, tp: tuple[str, int], done: asyncio.Future[None]) -> None:
+        self._flushing.discard(tp)
+        error = None if done.cancelled() else done.exception()
+        # a KafkaStorageError took its directory offline (the failure channel logged it)
+        if error is not None and not isinstance(error, KafkaStorageError):
+            log.error("flushing %s-%d failed", *tp, exc_info=error)
+
+    # --- log directory failures -----------------------------------------------------------------
+
+    def _log_dir_offline(self, directory: Path) -> None:
+        """A log directory went offline (any thread: the error may have happened in a flush
+        or the cleaner): handled on the event loop, as Kafka's LogDirFailureHandler does."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._handle_log_dir_failure, directory)
+
+    def _handle_log_dir_failure(self, directory: Path) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure: the directory's partitions go offline
+        here, its logs close, the controller is told (so that leadership moves to other
+        in-sync replicas); with no directory left online the broker halts."""
+        if not self.started or directory in self._failed_dirs:
+            return  # before the start is over: handled at its end
+        self._failed_dirs.add(directory)
+        log.warning("Stopping serving replicas in dir %s", directory)
+        partitions = self.replicas.handle_log_dir_failure(directory)
+        self.log_manager.handle_log_dir_failure(directory)
+        if not self.log_manager.live_dirs:
+            dirs = ", ".join(str(d) for d in self.log_manager.dirs)
+            self.halt(f"Shutdown broker because all log dirs in {dirs} have failed")
+            return
+        self.mode.log_dir_failed(partitions)
+        log.warning("Stopped serving replicas in dir %s: %d partitions offline here (%s)",
+                    directory, len(partitions),
+                    ", ".join(f"{t}-{p}" for t, p in partitions[:20])
+                    + (", ..." if len(partitions) > 20 else ""))
 
     # --- requests -------------------------------------------------------------------------------
 

@@ -54,6 +54,10 @@ class Mode(Protocol):
     async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
         """Once listening: join the cluster (``endpoints``: listener name, host, port)."""
 
+    def log_dir_failed(self, partitions: list[tuple[str, int]]) -> None:
+        """A log directory failed and these partitions went offline here (more may stay
+        online in other directories): stop replicating them, tell the controller."""
+
     async def shut_down(self) -> None:
         """Before the listeners close (controlled shutdown)."""
 
@@ -92,6 +96,9 @@ class SingleNode:
 
     async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
         pass
+
+    def log_dir_failed(self, partitions: list[tuple[str, int]]) -> None:
+        pass  # no other replica to lead them: they stay offline until the restart
 
     async def shut_down(self) -> None:
         pass

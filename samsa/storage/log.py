@@ -14,6 +14,7 @@ between, the recovery point: everything before it is known to be on disk.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -23,12 +24,13 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from samsa.config import LogConfig
 from samsa.durable import fsync_dir
 from samsa.errors import (
     InvalidRecordError,
+    KafkaStorageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -46,6 +48,7 @@ from samsa.records.batch import (
 from samsa.records.control import encode_marker, read_marker
 from samsa.records.record import decode_records, iter_raw_records, records_payload
 from samsa.storage.epoch import LeaderEpochCache
+from samsa.storage.log_dir_failure import LogDirFailureChannel
 from samsa.storage.producer_state import CompletedTxn, ProducerStateManager
 from samsa.storage.segment import INT32_MAX, LOG_SUFFIX, LogSegment
 from samsa.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
@@ -60,6 +63,30 @@ _SWAP_FILE = re.compile(r"^(\d{20})\.log\.swap$")
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _io(what: str) -> Callable[[Callable[Concatenate[Log, P], T]],
+                               Callable[Concatenate[Log, P], T]]:
+    """A method that touches the disk (Kafka's maybeHandleIOException): refused with
+    KafkaStorageError once the log's directory is offline; an OSError takes the directory
+    offline and becomes KafkaStorageError."""
+    def wrap(method: Callable[Concatenate[Log, P], T]) -> Callable[Concatenate[Log, P], T]:
+        @functools.wraps(method)
+        def guarded(self: Log, *args: P.args, **kwargs: P.kwargs) -> T:
+            if self.offline:
+                raise self.offline_error()
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as exc:
+                raise self.io_error(what, exc) from exc
+
+        return guarded
+
+    return wrap
 
 
 class AppendInfo(NamedTuple):
@@ -102,8 +129,14 @@ class Log:
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
         clock: Clock = wall_clock_ms,
+        failures: LogDirFailureChannel | None = None,
     ) -> None:
+        """``failures``: where an I/O error takes the log's data directory (the directory
+        holding ``directory``) offline; without it only this log stops."""
         self.dir = Path(directory)
+        self.parent_dir = self.dir.parent
+        self._failures = failures
+        self._failed = False  # an I/O error happened here: nothing more is written
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = config or LogConfig()
         self.clock = clock
@@ -133,6 +166,30 @@ class Log:
     @property
     def name(self) -> str:
         return self.dir.name
+
+    # --- I/O errors ---------------------------------------------------------------------------
+
+    @property
+    def offline(self) -> bool:
+        """An I/O error happened in this log or elsewhere in its data directory: the log
+        answers KAFKA_STORAGE_ERROR from now on (its in-memory state may no longer match the
+        files; recovery at the next start sorts them out)."""
+        return self._failed or (self._failures is not None
+                                and self._failures.is_offline(self.parent_dir))
+
+    def offline_error(self) -> KafkaStorageError:
+        return KafkaStorageError(
+            f"the log directory {self.parent_dir} of {self.name} is offline")
+
+    def io_error(self, what: str, error: OSError) -> KafkaStorageError:
+        """An I/O error while ``what``: the log, and its directory, go offline."""
+        self._failed = True
+        message = f"I/O error while {what} {self.name}"
+        if self._failures is not None:
+            self._failures.maybe_add_offline_log_dir(self.parent_dir, message, error)
+        else:
+            log.error("%s: %s", message, error)
+        return KafkaStorageError(f"{message} in {self.parent_dir}: {error}")
 
     # --- loading and recovery ---------------------------------------------------------------------
 
@@ -309,13 +366,19 @@ class Log:
             raise RecordListTooLargeError(
                 f"{len(view)} bytes of records exceed segment.bytes {self.config.segment_bytes}"
             )
-        if assign_offsets:
-            if any(h.is_control for h in headers):
-                raise InvalidRecordError("control batches are written with append_marker")
-            if self.config.compact:
-                self._require_keys(view, headers)
-            return self._append_as_leader(view, headers, leader_epoch)
-        return self._append_as_follower(view, headers)
+        if self._failed or (self._failures is not None
+                            and self._failures.is_offline(self.parent_dir)):
+            raise self.offline_error()
+        try:
+            if assign_offsets:
+                if any(h.is_control for h in headers):
+                    raise InvalidRecordError("control batches are written with append_marker")
+                if self.config.compact:
+                    self._require_keys(view, headers)
+                return self._append_as_leader(view, headers, leader_epoch)
+            return self._append_as_follower(view, headers)
+        except OSError as exc:
+            raise self.io_error("appending to", exc) from exc
 
     def _append_as_leader(
         self, view: memoryview, headers: list[BatchHeader], leader_epoch: int
@@ -394,6 +457,7 @@ class Log:
         self._count_unflushed(sum(h.records_count for h in headers))
         return AppendInfo(first, offset - 1, -1, self.log_start_offset, headers)
 
+    @_io("writing a transaction marker to")
     def append_marker(
         self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
         *, leader_epoch: int = 0,
@@ -478,6 +542,7 @@ class Log:
             return self.roll(headers[0].base_offset)
         return segment
 
+    @_io("rolling a segment of")
     def roll(self, base_offset: int | None = None) -> LogSegment:
         """Start a new active segment (at the log end offset unless told otherwise)."""
         base = self.log_end_offset if base_offset is None else base_offset
@@ -504,6 +569,9 @@ class Log:
         """Whole batches from the one holding ``offset``, up to ``max_bytes`` (always at least
         one batch with ``min_one_batch``, KIP-74) and below ``max_offset`` (the high watermark).
         None when there is nothing to return yet."""
+        if self._failed or (self._failures is not None
+                            and self._failures.is_offline(self.parent_dir)):
+            raise self.offline_error()
         end_offset = self.log_end_offset
         if offset < self.log_start_offset or offset > end_offset:
             raise OffsetOutOfRangeError(
@@ -511,28 +579,31 @@ class Log:
             )
         upper = end_offset if max_offset is None else min(max_offset, end_offset)
         i = max(0, bisect_right(self._bases, offset) - 1)
-        for segment in self.segments[i:]:
-            found = segment.translate(offset)
-            if found is None:
-                continue
-            start, first = found
-            if first.base_offset >= upper:
-                return None
-            end = segment.size
-            if upper < end_offset:
-                bound = segment.translate(upper)
-                if bound is not None:
-                    end = bound[0]
-            if end - start > max_bytes:
-                end = segment.batch_boundary_before(start, start + max_bytes)
-                if end == start:
-                    if not min_one_batch:
-                        return None
-                    end = start + first.size
-            if end <= start:  # a high watermark inside the first batch
-                return None
-            return FileRegion(segment.file, start, end - start)
-        return None
+        try:
+            for segment in self.segments[i:]:
+                found = segment.translate(offset)
+                if found is None:
+                    continue
+                start, first = found
+                if first.base_offset >= upper:
+                    return None
+                end = segment.size
+                if upper < end_offset:
+                    bound = segment.translate(upper)
+                    if bound is not None:
+                        end = bound[0]
+                if end - start > max_bytes:
+                    end = segment.batch_boundary_before(start, start + max_bytes)
+                    if end == start:
+                        if not min_one_batch:
+                            return None
+                        end = start + first.size
+                if end <= start:  # a high watermark inside the first batch
+                    return None
+                return FileRegion(segment.file, start, end - start)
+            return None
+        except OSError as exc:
+            raise self.io_error("reading", exc) from exc
 
     def read_batches(self, offset: int, max_bytes: int = 2**31 - 1) -> bytes:
         """The bytes ``read`` would send (tests and tools)."""
@@ -541,6 +612,7 @@ class Log:
 
     # --- offset lookups ---------------------------------------------------------------------------
 
+    @_io("reading")
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """The first record whose timestamp is >= ``timestamp`` (ListOffsets), or None."""
         for segment in self.segments:
@@ -558,6 +630,7 @@ class Log:
                         return TimestampOffset(record.offset, record.timestamp)
         return None
 
+    @_io("reading")
     def max_timestamp_offset(self) -> TimestampOffset | None:
         """The record with the largest timestamp (ListOffsets -3, KIP-734), or None if empty."""
         best = max(
@@ -576,6 +649,12 @@ class Log:
                 return TimestampOffset(record.offset, record.timestamp)
         return TimestampOffset(header.last_offset, best.max_timestamp)
 
+    @_io("writing the leader epoch checkpoint of")
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """A leader's new epoch starts at the log end offset (when it is newer)."""
+        if epoch > self.epochs.latest_epoch:
+            self.epochs.assign(epoch, self.log_end_offset)
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self.epochs.end_offset_for(epoch, self.log_end_offset)
 
@@ -584,6 +663,7 @@ class Log:
 
     # --- retention and deletion -------------------------------------------------------------------
 
+    @_io("deleting segments of")
     def delete_old_segments(self) -> int:
         """Delete whole segments below the log start offset and, under ``cleanup.policy=delete``,
         those past ``retention.ms`` or ``retention.bytes``. Never the active segment."""
@@ -627,6 +707,7 @@ class Log:
                      self.name, len(doomed), self.log_start_offset)
         return len(doomed)
 
+    @_io("swapping cleaned segments into")
     def replace_segments(self, old: list[LogSegment], cleaned: Path) -> bool:
         """Swap the cleaner's ``cleaned`` file in for the consecutive inactive segments ``old``
         (Kafka's .cleaned -> .swap -> .log steps). False, with ``cleaned`` removed, when ``old``
@@ -669,6 +750,7 @@ class Log:
         del self._bases[i]
         segment.delete()
 
+    @_io("deleting records of")
     def delete_records_before(self, offset: int) -> int:
         """Move the log start offset forward to ``offset`` (DeleteRecords); returns it."""
         if offset < 0 or offset > self.log_end_offset:
@@ -681,6 +763,7 @@ class Log:
             self._delete_while(lambda s, nxt: nxt.base_offset <= self.log_start_offset)
         return self.log_start_offset
 
+    @_io("truncating")
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding offsets at or after ``offset`` (a follower diverging
         from its leader; followers truncate at batch boundaries)."""
@@ -702,6 +785,7 @@ class Log:
         self.producer_state.truncate_to(self.log_end_offset)
         self._load_producer_state()
 
+    @_io("truncating")
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in list(self.segments):
             segment.delete()
@@ -715,6 +799,7 @@ class Log:
 
     # --- durability -------------------------------------------------------------------------------
 
+    @_io("flushing")
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``offset`` (default: all) that is past the
         recovery point, then move the recovery point there."""
@@ -736,12 +821,14 @@ class Log:
             self.unflushed_messages = 0
         self.last_flush_ms = self.clock()
 
+    @_io("flushing")
     def flush_rolled(self) -> None:
         """Make the inactive segments durable (Kafka does this after each roll, off the
         request path)."""
         if not self.deleted:
             self.flush(self.active.base_offset)
 
+    @_io("flushing")
     def maybe_flush_by_time(self) -> bool:
         if self.clock() - self.last_flush_ms >= self.config.flush_ms:
             self.flush()
@@ -753,6 +840,7 @@ class Log:
         for segment in self.segments:
             segment.index_interval_bytes = config.index_interval_bytes
 
+    @_io("closing")
     def close(self) -> None:
         """Clean close: fsync everything, write the indexes and release the files."""
         self.active.on_become_inactive()

@@ -156,11 +156,17 @@ class LogCleaner:
             try:
                 stats = clean_log(log_, state.first_dirty, state.first_uncleanable, offset_map,
                                   now_ms=now, swap=self.run_swap)
-            except Exception:
+            except Exception as exc:
                 if log_.deleted:  # the topic was deleted while we cleaned it: nothing to do
                     return None
+                if isinstance(exc, OSError):  # as Kafka's cleaner: the directory goes offline
+                    self.manager.failures.maybe_add_offline_log_dir(
+                        log_.parent_dir, f"cleaning {log_.name}", exc)
+                    return None
+                if log_.offline:  # its directory went offline meanwhile
+                    return None
                 raise
-            if log_.deleted:
+            if log_.deleted or log_.offline:
                 return None
             with self._lock:
                 self._checkpoints[tp] = stats.end_offset
@@ -203,10 +209,14 @@ class LogCleaner:
                 self._write_checkpoints()
 
     def _write_checkpoints(self) -> None:
-        for directory in self.manager.dirs:
+        for directory in self.manager.live_dirs:
             offsets = {
                 tp: offset for tp, offset in self._checkpoints.items()
                 if self.manager.dir_of(tp) == Path(directory)
             }
-            write_offsets(Path(directory) / CLEANER_CHECKPOINT_FILE, offsets)
+            try:
+                write_offsets(Path(directory) / CLEANER_CHECKPOINT_FILE, offsets)
+            except OSError as exc:
+                self.manager.failures.maybe_add_offline_log_dir(
+                    directory, f"writing {CLEANER_CHECKPOINT_FILE}", exc)
 

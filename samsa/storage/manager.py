@@ -5,10 +5,16 @@ bookkeeping files: ``recovery-point-offset-checkpoint``, ``log-start-offset-chec
 ``replication-offset-checkpoint`` (the high watermarks, which the replicas above keep and
 hand in: ``checkpoint_high_watermarks``), ``.kafka_cleanshutdown`` (present only after a clean
 shutdown) and ``.lock``.
+
+A directory where an I/O error happens goes offline (``failures``, Kafka's
+LogDirFailureChannel): its logs are closed and forgotten (``handle_log_dir_failure``), nothing
+more is written there (no checkpoint, no clean-shutdown marker: the next start recovers it),
+and new logs go to the directories still online.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -28,6 +34,7 @@ from samsa.storage.checkpoint import (
     write_offsets,
 )
 from samsa.storage.log import Clock, Log, wall_clock_ms
+from samsa.storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +64,11 @@ class LogManager:
         self.defaults = self.config.topic_defaults()
         self._topic_config = topic_config
         self.clock = clock
-        self.logs: dict[TopicPartition, Log] = {}
-        self._dir_of: dict[TopicPartition, Path] = {}
+        self.logs: dict[TopicPartition, Log] = {}  # the logs online
+        self._dir_of: dict[TopicPartition, Path] = {}  # offline ones too
         self._high_watermarks: dict[TopicPartition, int] = {}  # as last checkpointed
         self._locks: list[int] = []
+        self.failures = LogDirFailureChannel()
 
     def config_for(self, topic: str) -> LogConfig:
         if self._topic_config is not None:
@@ -99,6 +107,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(tp, 0),
                     had_clean_shutdown=clean,
                     clock=self.clock,
+                    failures=self.failures,
                 )
                 self._dir_of[tp] = directory
                 if tp in high_watermarks:
@@ -118,12 +127,20 @@ class LogManager:
         self._locks.append(fd)
 
     def shutdown(self) -> None:
-        """Clean shutdown: fsync and close every log, write the checkpoints, then the marker."""
-        for log_ in self.logs.values():
-            log_.close()
+        """Clean shutdown: fsync and close every log, write the checkpoints, then the marker
+        (in the directories still online: an offline one is recovered at the next start)."""
+        for log_ in list(self.logs.values()):
+            try:
+                log_.close()
+            except KafkaStorageError as exc:  # its directory goes offline: no marker there
+                log.error("%s: not closed cleanly: %s", log_.name, exc)
         self.checkpoint()
-        for directory in self.dirs:
-            write_atomically(directory / CLEAN_SHUTDOWN_FILE, b"")
+        for directory in self.live_dirs:
+            try:
+                write_atomically(directory / CLEAN_SHUTDOWN_FILE, b"")
+            except OSError as exc:
+                self.failures.maybe_add_offline_log_dir(
+                    directory, "writing the clean shutdown marker", exc)
         self._release()
 
     def abandon(self) -> None:
@@ -145,36 +162,85 @@ class LogManager:
         return self.logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created in the least loaded directory online when it has
+        none; KafkaStorageError when its log is in an offline directory, or none is online."""
         tp = (topic, partition)
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
+        if self.is_offline(tp):
+            raise KafkaStorageError(f"the log of {topic}-{partition} is in the offline log "
+                                    f"directory {self._dir_of[tp]}")
         directory = self._least_loaded_dir()
-        new = Log(
-            directory / partition_dir_name(topic, partition),
-            config or self.config_for(topic),
-            clock=self.clock,
-        )
+        try:
+            new = Log(
+                directory / partition_dir_name(topic, partition),
+                config or self.config_for(topic),
+                clock=self.clock,
+                failures=self.failures,
+            )
+        except OSError as exc:
+            message = f"creating the log of {topic}-{partition}"
+            self.failures.maybe_add_offline_log_dir(directory, message, exc)
+            raise KafkaStorageError(f"I/O error while {message} in {directory}: {exc}"
+                                    ) from exc
         self.logs[tp] = new
         self._dir_of[tp] = directory
         return new
 
     def _least_loaded_dir(self) -> Path:
-        counts = {d: 0 for d in self.dirs}
+        live = self.live_dirs
+        if not live:
+            raise KafkaStorageError(f"every log directory is offline: {self.dirs}")
+        counts = {d: 0 for d in live}
         for d in self._dir_of.values():
-            counts[d] += 1
-        return min(self.dirs, key=lambda d: counts[d])
+            if d in counts:
+                counts[d] += 1
+        return min(live, key=lambda d: counts[d])
 
     def delete(self, topic: str, partition: int) -> None:
         tp = (topic, partition)
         removed = self.logs.pop(tp, None)
-        self._dir_of.pop(tp, None)
+        directory = self._dir_of.pop(tp, None)
         self._high_watermarks.pop(tp, None)
         if removed is not None:
-            removed.delete()
+            try:
+                removed.delete()
+            except OSError as exc:
+                assert directory is not None
+                self.failures.maybe_add_offline_log_dir(
+                    directory, f"deleting the log of {topic}-{partition}", exc)
+        elif directory is not None and self.failures.is_offline(directory):
+            log.warning("%s-%d: its log stays in the offline log directory %s", topic,
+                        partition, directory)
 
     def dir_of(self, tp: TopicPartition) -> Path | None:
         return self._dir_of.get(tp)
+
+    # --- offline directories ------------------------------------------------------------------
+
+    @property
+    def live_dirs(self) -> list[Path]:
+        return [d for d in self.dirs if not self.failures.is_offline(d)]
+
+    def is_offline(self, tp: TopicPartition) -> bool:
+        """Whether the partition's log is in an offline directory."""
+        directory = self._dir_of.get(tp)
+        return directory is not None and self.failures.is_offline(directory)
+
+    def offline_partitions(self) -> list[TopicPartition]:
+        return sorted(tp for tp, d in self._dir_of.items() if self.failures.is_offline(d))
+
+    def handle_log_dir_failure(self, directory: Path) -> list[TopicPartition]:
+        """Stop serving the logs of an offline directory (Kafka's
+        LogManager.handleLogDirFailure): they are closed without a flush and leave ``logs``
+        (their directory is remembered, so they are known to be offline). Returns them."""
+        log.warning("Stopping serving logs in dir %s", directory)
+        gone = sorted(tp for tp, d in self._dir_of.items() if d == directory and tp in self.logs)
+        for tp in gone:
+            with contextlib.suppress(OSError):
+                self.logs.pop(tp).abandon()
+        return gone
 
     def partitions(self, topic: str) -> Iterator[tuple[int, Log]]:
         for (t, p), log_ in self.logs.items():
@@ -190,16 +256,24 @@ class LogManager:
         now = self.clock()
         for log_ in self.logs.values():
             log_.producer_state.remove_expired(now, expiration)
-        deleted = sum(log_.delete_old_segments() for log_ in self.logs.values())
+        deleted = 0
+        for log_ in list(self.logs.values()):
+            try:
+                deleted += log_.delete_old_segments()
+            except KafkaStorageError:
+                pass  # its directory is offline now
         if deleted:
             self.checkpoint_log_start_offsets()
         return deleted
 
     def flush_due(self) -> None:
         """fsync the logs whose ``flush.ms`` has passed, and every rolled segment."""
-        for log_ in self.logs.values():
-            if not log_.maybe_flush_by_time():
-                log_.flush_rolled()
+        for log_ in list(self.logs.values()):
+            try:
+                if not log_.maybe_flush_by_time():
+                    log_.flush_rolled()
+            except KafkaStorageError:
+                pass  # its directory is offline now
 
     def checkpoint(self) -> None:
         self.checkpoint_recovery_points()
@@ -224,16 +298,23 @@ class LogManager:
         for tp, offset in high_watermarks.items():
             if tp in self.logs:
                 self._high_watermarks[tp] = offset
-        for directory in self.dirs:
-            write_offsets(directory / HIGH_WATERMARK_FILE, {
-                tp: offset for tp, offset in self._high_watermarks.items()
-                if self._dir_of.get(tp) == directory})
+        for directory in self.live_dirs:
+            try:
+                write_offsets(directory / HIGH_WATERMARK_FILE, {
+                    tp: offset for tp, offset in self._high_watermarks.items()
+                    if self._dir_of.get(tp) == directory})
+            except OSError as exc:
+                self.failures.maybe_add_offline_log_dir(
+                    directory, f"writing {HIGH_WATERMARK_FILE}", exc)
 
     def _write_per_dir(self, filename: str, value: Callable[[Log], int]) -> None:
-        for directory in self.dirs:
+        for directory in self.live_dirs:
             offsets = {
                 tp: value(log_)
                 for tp, log_ in self.logs.items()
                 if self._dir_of.get(tp) == directory
             }
-            write_offsets(directory / filename, offsets)
+            try:
+                write_offsets(directory / filename, offsets)
+            except OSError as exc:
+                self.failures.maybe_add_offline_log_dir(directory, f"writing {filename}", exc)

@@ -1,10 +1,12 @@
 """The controller's duties in ZooKeeper mode, on the broker that won the election.
 
-It watches ``/brokers/topics`` (and each topic's assignment), the broker registrations and
-``/admin/delete_topics``, and writes each partition's leader and ISR to
-``/brokers/topics/<t>/partitions/<p>/state`` by the rules of leader_election.py: states for new
-topics and partitions, a new leader from the ISR when a leader's broker goes, the last in-sync
-replica back as leader of an offline partition. Every write is conditional on the znode
+It watches ``/brokers/topics`` (and each topic's assignment), the broker registrations,
+``/admin/delete_topics`` and ``/log_dir_event_notification``, and writes each partition's leader
+and ISR to ``/brokers/topics/<t>/partitions/<p>/state`` by the rules of leader_election.py:
+states for new topics and partitions, a new leader from the ISR when a leader's broker goes
+(or its replica goes offline with a failed log directory: such a replica counts as a lost
+broker for its partition until that broker registers again), the last in-sync replica back as
+leader of an offline partition. Every write is conditional on the znode
 version it read (a leader may have changed the ISR meanwhile: read again and decide again) and
 on the ``/controller_epoch`` version this broker won with (a deposed controller's write fails
 with ControllerMovedError and it stops acting). The brokers watch those znodes and apply them
@@ -67,6 +69,8 @@ class Controller:
         self.active = False
         self.live: set[int] = set()
         self.shutting_down: set[int] = set()
+        # broker -> its replicas in failed log directories (Kafka's replicasOnOfflineDirs)
+        self.offline_replicas: dict[int, set[TP]] = {}
         self._known_topics: set[str] = set()
         self._watched_topics: set[str] = set()
         self._reassigning: dict[TP, tuple[int, ...]] = {}  # partition -> target replicas
@@ -141,6 +145,9 @@ class Controller:
     def _take_over(self) -> None:
         self.live = set(self.zk.live_brokers())
         self.shutting_down &= self.live
+        self.offline_replicas = {}
+        for broker in sorted(self.live):
+            self._load_offline_replicas(broker)
         self._known_topics = set()
         self._reassigning = {}
         self._deleting = set()
@@ -155,9 +162,12 @@ class Controller:
                                                                      names))
             self.zk.watch_controlled_shutdowns(lambda names: self._submit(
                 self._controlled_shutdown_requests, names))
+            self.zk.watch_log_dir_events(lambda names: self._submit(self._log_dir_events,
+                                                                    names))
         else:  # won again: requests made while this broker was not controller were dropped
             self._delete_topics(self.zk.topic_deletion_requests())
             self._controlled_shutdown_requests(self.zk.controlled_shutdown_requests())
+            self._log_dir_events(self.zk.log_dir_events())
         log.info("controller (epoch %d) took over %d topics with brokers %s", self.epoch,
                  len(self._known_topics), sorted(self.live))
 
@@ -212,16 +222,22 @@ class Controller:
                     log.info("%s-%d: leader %d, ISR %s (new)", topic, index, state.leader,
                              list(state.isr))
                     continue
-            self._update(topic, index, lambda s, r=replicas.replicas: self._on_brokers(
-                topic, s, r, self.live, set()))
+            online = self._live_for((topic, index))
+            self._update(topic, index, lambda s, r=replicas.replicas, c=online: self._on_brokers(
+                topic, s, r, c, set()))
 
     def _brokers_changed(self, live: set[int]) -> None:
         back = live - self.live
+        for broker in self.live - live:
+            self.offline_replicas.pop(broker, None)
+        for broker in sorted(back):  # a new process: what its predecessor lost is over
+            self._load_offline_replicas(broker)
         self.live = set(live)
         self.shutting_down &= live
         for topic, index, replicas in self._partitions():
-            self._update(topic, index, lambda s, t=topic, r=replicas: self._on_brokers(
-                t, s, r, live, back))
+            online = self._live_for((topic, index), live)
+            self._update(topic, index, lambda s, t=topic, r=replicas, c=online: self._on_brokers(
+                t, s, r, c, back & c))
         for topic in sorted(self._deleting):  # a replica gone need not answer any more
             self._try_delete(topic)
 
@@ -234,6 +250,42 @@ class Controller:
                 if new is not None:
                     break
         return new
+
+    # --- offline replicas (failed log directories) ---------------------------------------------
+
+    def _live_for(self, tp: TP, live: set[int] | None = None) -> set[int]:
+        """The live brokers whose replica of ``tp`` is online (not in a failed log dir)."""
+        found = self.live if live is None else live
+        if not self.offline_replicas:
+            return found
+        return {b for b in found if tp not in self.offline_replicas.get(b, ())}
+
+    def _load_offline_replicas(self, broker: int) -> set[TP]:
+        offline = self.zk.offline_replicas(broker)
+        if offline:
+            self.offline_replicas[broker] = offline
+        else:
+            self.offline_replicas.pop(broker, None)
+        return offline
+
+    def _log_dir_events(self, names: list[str]) -> None:
+        """Brokers whose log directories failed (Kafka's LogDirEventNotification): their
+        replicas there leave the ISRs, and the partitions they led get other leaders."""
+        if not names:
+            return
+        brokers = {b for name in names if (b := self.zk.log_dir_event_broker(name)) is not None}
+        affected: set[TP] = set()
+        for broker in sorted(brokers & self.live):
+            offline = self._load_offline_replicas(broker)
+            log.info("broker %d has %d replicas in failed log directories", broker,
+                     len(offline))
+            affected |= offline
+        for topic, index, replicas in self._partitions():
+            if (topic, index) in affected:
+                online = self._live_for((topic, index))
+                self._update(topic, index, lambda s, t=topic, r=replicas, c=online:
+                             self._on_brokers(t, s, r, c, set()))
+        self.zk.delete_log_dir_events(names, self.fence)
 
     def _partitions(self, topics: Iterable[str] | None = None
                     ) -> list[tuple[str, int, tuple[int, ...]]]:
@@ -327,8 +379,9 @@ class Controller:
         for topic, index, replicas in self._partitions():
             if broker not in replicas or len(replicas) < 2:
                 continue
-            after = self._update(topic, index, lambda s, r=replicas: on_controlled_shutdown(
-                s, r, broker, candidates, self.epoch))
+            online = self._live_for((topic, index), candidates)
+            after = self._update(topic, index, lambda s, r=replicas, c=online:
+                                 on_controlled_shutdown(s, r, broker, c, self.epoch))
             # worth waiting for only if another live replica may still catch up
             if after is not None and after.leader == broker and any(
                     r in candidates for r in replicas if r != broker):
@@ -357,7 +410,8 @@ class Controller:
                 results[tp] = (ErrorCode.unknown_topic_or_partition,
                                "The partition does not exist.")
                 continue
-            results[tp] = self._elect(tp, found[0], replicas, election_type, candidates)
+            results[tp] = self._elect(tp, found[0], replicas, election_type,
+                                      self._live_for(tp, candidates))
         return results
 
     def _elect(self, tp: TP, state: PartitionState, replicas: tuple[int, ...],
@@ -410,8 +464,9 @@ class Controller:
             log.info("broker %d leads %d of its %d preferred partitions: preferred leader "
                      "election", broker, len(partitions) - len(elsewhere), len(partitions))
             for tp, replicas in elsewhere:
-                self._update(*tp, lambda s, r=replicas: preferred_leader(
-                    s, r, candidates, self.epoch))
+                online = self._live_for(tp, candidates)
+                self._update(*tp, lambda s, r=replicas, c=online: preferred_leader(
+                    s, r, c, self.epoch))
 
     # --- reassignments -------------------------------------------------------------------------
 

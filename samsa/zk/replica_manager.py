@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from samsa.cluster.partition import Partition
 from samsa.cluster.replica_fetcher import ReplicaFetcher
 from samsa.cluster.replicas import Replicas
+from samsa.errors import KafkaStorageError
 from samsa.zk.leader_election import isr_change
 from samsa.zk.zk_client import ZkClient
 from samsa.zk.zk_data import NO_LEADER, PartitionState, ReplicaAssignment, TopicAssignment
@@ -240,6 +241,12 @@ class ReplicaManager:
                 self._stop_following(partition)
         self.replicas.drop_topic(name)
 
+    def stop_following_partitions(self, partitions: list[tuple[str, int]]) -> None:
+        """Partitions gone offline here (their log directory failed): no longer fetched."""
+        for fetcher in self.fetchers.values():
+            for topic, index in partitions:
+                fetcher.remove_partition(topic, index)
+
     # --- topic deletion -------------------------------------------------------------------------
 
     def _on_deletions(self, names: list[str]) -> None:  # kazoo thread
@@ -312,7 +319,11 @@ class ReplicaManager:
             isr = {r for r in state.isr if r in info.replicas} | {self.broker_id}
             if not (partition.is_leader and partition.replicated
                     and partition.leader_epoch == state.leader_epoch):
-                partition.make_leader(info.replicas, isr, state.leader_epoch)
+                try:
+                    partition.make_leader(info.replicas, isr, state.leader_epoch)
+                except KafkaStorageError as exc:  # its directory goes offline
+                    log.error("%s-%d: cannot lead: %s", topic, index, exc)
+                    return
                 partition.on_isr_change = self._isr_changed
                 log.info("%s-%d: leading at epoch %d, ISR %s", topic, index,
                          state.leader_epoch, list(state.isr))

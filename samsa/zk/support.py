@@ -35,6 +35,7 @@ class ZkSupport:
         self.controller: Controller | None = None
         self.replica_manager: ReplicaManager | None = None
         self.broker_id = -1
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def connect(self) -> None:
         await self.membership.connect()
@@ -81,14 +82,47 @@ class ZkSupport:
                 controller.activate(*won)
 
         membership.on_controllership = controllership
+        loop = asyncio.get_running_loop()
+        # what the controller may know of an earlier process's offline replicas is over
+        await loop.run_in_executor(None, membership.zk.set_offline_replicas, broker_id,
+                                   self.replicas.log_manager.offline_partitions())
         await membership.register(broker_id, tuple(
             Endpoint(name, name, host, port) for name, host, port in endpoints))
         manager = self.replica_manager = ReplicaManager(broker_id, self.config, self.replicas,
                                                         membership)
         self.topic_admin.manager = manager
         self.topic_admin.controller = controller
-        loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, manager.start, loop)
+
+    def log_dir_failed(self, partitions: list[tuple[str, int]]) -> None:
+        """Stop following the partitions gone offline, then tell the controller: this broker's
+        offline replicas in ``/samsa/offline_replicas/<id>``, then Kafka's log dir event
+        notification. The controller takes them out of their ISRs and elects other leaders
+        where they led."""
+        if self.replica_manager is not None:
+            self.replica_manager.stop_following_partitions(partitions)
+        task = asyncio.get_running_loop().create_task(self._notify_log_dir_failure())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _notify_log_dir_failure(self) -> None:
+        zk = self.membership.zk
+        loop = asyncio.get_running_loop()
+        for attempt in range(10):
+            offline = self.replicas.log_manager.offline_partitions()
+            try:
+                await loop.run_in_executor(None, zk.set_offline_replicas, self.broker_id,
+                                           offline)
+                path = await loop.run_in_executor(None, zk.notify_log_dir_event,
+                                                  self.broker_id)
+            except Exception as exc:  # ZooKeeper unreachable for now: try again
+                log.warning("could not tell the controller of the failed log directory "
+                            "(attempt %d): %s", attempt + 1, exc)
+                await asyncio.sleep(1.0)
+                continue
+            log.info("told the controller of %d offline replicas (%s)", len(offline), path)
+            return
+        log.error("gave up telling the controller of the failed log directory")
 
     async def shut_down(self) -> None:
         """Kafka's controlled shutdown (``controlled.shutdown.enable``): stop following, ask the
@@ -126,6 +160,9 @@ class ZkSupport:
 
     async def stop(self) -> None:
         """After the listeners closed: stop the fetchers, the controller, the session."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.replica_manager is not None:
             await self.replica_manager.stop()
         if self.controller is not None:

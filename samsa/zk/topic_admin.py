@@ -70,9 +70,12 @@ class ZkTopicAdmin(TopicAdmin):
         if info is None or info.state is None:
             return PartitionView(-1, -1, info.replicas if info else (), ())
         live = self.membership.brokers
+        here = self.replicas.broker_id
+        offline_here = self.replicas.log_manager.is_offline((topic, index))  # a failed log dir
         return PartitionView(info.state.leader, info.state.leader_epoch, info.replicas,
                              tuple(info.state.isr),
-                             tuple(r for r in info.replicas if r not in live))
+                             tuple(r for r in info.replicas
+                                   if r not in live or (r == here and offline_here)))
 
     def coordinator_node(self, topic: str, index: int) -> tuple[Node | None, str]:
         if not self.is_being_created(topic):

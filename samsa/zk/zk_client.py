@@ -41,6 +41,8 @@ from samsa.zk.zk_data import (
     CONTROLLER_PATH,
     DELETE_TOPICS_PATH,
     INITIAL_CONTROLLER_EPOCH,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
+    LOG_DIR_EVENT_PREFIX,
     PERSISTENT_ZK_PATHS,
     PRODUCER_ID_BLOCK_PATH,
     TOPICS_PATH,
@@ -59,6 +61,7 @@ from samsa.zk.zk_data import (
     decode_controller,
     decode_controller_epoch,
     decode_entity_config,
+    decode_log_dir_event_notification,
     decode_partition_state,
     decode_producer_id_block,
     decode_topic_assignment,
@@ -70,9 +73,12 @@ from samsa.zk.zk_data import (
     encode_controller_epoch,
     encode_delete_topic,
     encode_entity_config,
+    encode_log_dir_event_notification,
     encode_partition_state,
     encode_producer_id_block,
     encode_topic_assignment,
+    log_dir_event_create_path,
+    log_dir_event_path,
     partition_state_path,
     partitions_path,
     topic_config_path,
@@ -98,6 +104,11 @@ CONTROLLED_SHUTDOWN_PATH = "/samsa/controlled_shutdown"
 # being deleted and waits for the answers; here each replica answers with a child
 # <broker id> of /samsa/topic_deletions/<topic> holding the id of the topic it deleted.
 TOPIC_DELETIONS_PATH = "/samsa/topic_deletions"
+# Not Kafka's: after a log dir event Kafka's controller learns which replicas of the broker
+# are offline from its answers to LeaderAndIsr (KAFKA_STORAGE_ERROR); here the broker lists
+# them in /samsa/offline_replicas/<id> before it writes the event. The broker rewrites it
+# (empty: deleted) before it registers, so the list is always its current process's.
+OFFLINE_REPLICAS_PATH = "/samsa/offline_replicas"
 
 Fence = int | None  # the /controller_epoch znode version a controller write is checked against
 
@@ -512,6 +523,73 @@ class ZkClient:
                                    fence: Fence) -> None:
         data = json.dumps({"version": 1, "remaining": remaining}).encode()
         self._fenced(fence, lambda txn: txn.set_data(f"{CONTROLLED_SHUTDOWN_PATH}/{name}", data))
+
+    # --- log directory failures ------------------------------------------------------------------
+
+    def set_offline_replicas(self, broker_id: int, partitions: list[tuple[str, int]]) -> None:
+        """The replicas of ``broker_id`` in its offline log directories (none: the znode
+        goes)."""
+        path = f"{OFFLINE_REPLICAS_PATH}/{int(broker_id)}"
+        if not partitions:
+            try:
+                self.client.delete(path)
+            except NoNodeError:
+                pass
+            return
+        data = json.dumps({"version": 1, "partitions": [
+            {"topic": t, "partition": p} for t, p in sorted(partitions)]}).encode()
+        try:
+            self.client.set(path, data)
+        except NoNodeError:
+            try:
+                self.client.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.client.set(path, data)
+
+    def offline_replicas(self, broker_id: int) -> set[tuple[str, int]]:
+        try:
+            data, _ = self.client.get(f"{OFFLINE_REPLICAS_PATH}/{int(broker_id)}")
+        except NoNodeError:
+            return set()
+        try:
+            return {(e["topic"], int(e["partition"])) for e in json.loads(data)["partitions"]}
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("unreadable offline replicas of broker %d: %s", broker_id, exc)
+            return set()
+
+    def notify_log_dir_event(self, broker_id: int) -> str:
+        """Kafka's propagateLogDirEvent: a sequential ``log_dir_event_<seq>`` znode for the
+        controller. Its path."""
+        return self.client.create(log_dir_event_create_path(),
+                                  encode_log_dir_event_notification(broker_id),
+                                  sequence=True, makepath=True)
+
+    def log_dir_events(self) -> list[str]:
+        return sorted(n for n in self._children(LOG_DIR_EVENT_NOTIFICATION_PATH)
+                      if n.startswith(LOG_DIR_EVENT_PREFIX))
+
+    def watch_log_dir_events(self, callback: Callable[[list[str]], None]) -> None:
+        self.client.ensure_path(LOG_DIR_EVENT_NOTIFICATION_PATH)
+        self.client.ChildrenWatch(LOG_DIR_EVENT_NOTIFICATION_PATH, lambda names: callback(
+            sorted(n for n in names if n.startswith(LOG_DIR_EVENT_PREFIX))))
+
+    def log_dir_event_broker(self, name: str) -> int | None:
+        """The broker of a log dir event (None: gone, or not readable)."""
+        path = log_dir_event_path(name)
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            return None
+        try:
+            return decode_log_dir_event_notification(data, path=path)
+        except ZkDataError as exc:
+            log.warning("ignoring %s: %s", path, exc)
+            return None
+
+    def delete_log_dir_events(self, names: list[str], fence: Fence) -> None:
+        """The controller handled these events (Kafka's deleteLogDirEventNotifications)."""
+        for name in names:  # one gone already is no error (a result, not raised)
+            self._fenced(fence, lambda txn, name=name: txn.delete(log_dir_event_path(name)))
 
     # --- producer ids ----------------------------------------------------------------------------
 

@@ -17,10 +17,12 @@ read or write has a path helper here and an ``encode_*`` (dataclass -> bytes) / 
 * ``/brokers/seqid``: no data; its zk version is the last broker id generated
 * ``/latest_producer_id_block``: ``{"version":1,"broker":N,"block_start":"0",
   "block_end":"999"}``, empty until the first block is taken
+* ``/log_dir_event_notification/log_dir_event_<seq>``: ``{"version":1,"broker":N,"event":1}``,
+  a broker's log directory failed (the controller reads and deletes them)
 
 The znodes samsa does not use (the pre-KIP-455 ``/admin/reassign_partitions``,
-``/admin/preferred_replica_election``, ISR change and log dir event notifications) have their
-paths among the persistent paths a broker creates, as Kafka's do, but no formats here.
+``/admin/preferred_replica_election``, ISR change notifications) have their paths among the
+persistent paths a broker creates, as Kafka's do, but no formats here.
 
 Encoders write the fields Kafka 3.x writes as compact JSON (Jackson's form: no spaces,
 non-ASCII as UTF-8). Key order carries no meaning (Kafka's own maps iterate in hash order) and
@@ -68,6 +70,8 @@ __all__ = [
     "LEADER_RECOVERY_RECOVERED",
     "LEADER_RECOVERY_RECOVERING",
     "LOG_DIR_EVENT_NOTIFICATION_PATH",
+    "LOG_DIR_EVENT_PREFIX",
+    "LOG_DIR_FAILURE_EVENT",
     "NO_LEADER",
     "PERSISTENT_ZK_PATHS",
     "PREFERRED_REPLICA_ELECTION_PATH",
@@ -97,6 +101,7 @@ __all__ = [
     "decode_controller",
     "decode_controller_epoch",
     "decode_entity_config",
+    "decode_log_dir_event_notification",
     "decode_partition_state",
     "decode_producer_id_block",
     "decode_topic_assignment",
@@ -108,11 +113,14 @@ __all__ = [
     "encode_controller_epoch",
     "encode_delete_topic",
     "encode_entity_config",
+    "encode_log_dir_event_notification",
     "encode_partition_state",
     "encode_producer_id_block",
     "encode_topic_assignment",
     "kafka_uuid_from_string",
     "kafka_uuid_to_string",
+    "log_dir_event_create_path",
+    "log_dir_event_path",
     "partition_path",
     "partition_state_path",
     "partitions_path",
@@ -149,6 +157,8 @@ REASSIGN_PARTITIONS_PATH = f"{ADMIN_PATH}/reassign_partitions"
 PREFERRED_REPLICA_ELECTION_PATH = f"{ADMIN_PATH}/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1  # LogDirEventNotificationSequenceZNode.LogDirFailureEvent
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 
 #: Kafka's ConfigType.ALL (3.x): the entity types with a ``/config/<type>`` node.
@@ -234,6 +244,17 @@ def config_change_create_path() -> str:
 def delete_topic_path(topic: str) -> str:
     """``/admin/delete_topics/<topic>``: marks the topic for deletion (no data)."""
     return f"{DELETE_TOPICS_PATH}/{_name('topic', topic)}"
+
+
+def log_dir_event_create_path() -> str:
+    """``/log_dir_event_notification/log_dir_event_``: create a PERSISTENT_SEQUENTIAL node
+    here."""
+    return f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}"
+
+
+def log_dir_event_path(name: str) -> str:
+    """``/log_dir_event_notification/<name>`` (``name``: ``log_dir_event_<seq>``)."""
+    return f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{_name('log dir event', name)}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -1002,3 +1023,25 @@ def decode_producer_id_block(data: bytes | None, *, path: str = PRODUCER_ID_BLOC
     if end < start or end - start + 1 > _INT32[1]:
         raise r.fail(f"bad block [{start}, {end}]", "block_end")
     return ProducerIdBlock(broker_id, start, end)
+
+
+# --------------------------------------------------------------------------------------------
+# /log_dir_event_notification/log_dir_event_<seq>
+# --------------------------------------------------------------------------------------------
+
+
+def encode_log_dir_event_notification(broker_id: int, event: int = LOG_DIR_FAILURE_EVENT
+                                      ) -> bytes:
+    """``{"version":1,"broker":N,"event":1}``: broker N has a log directory that failed
+    (LogDirEventNotificationSequenceZNode.encode)."""
+    _check_int32(broker_id, "broker id")
+    return _dump({"version": 1, "broker": broker_id, "event": event})
+
+
+def decode_log_dir_event_notification(data: bytes | None, *,
+                                      path: str = f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/"
+                                                  f"{LOG_DIR_EVENT_PREFIX}<seq>") -> int:
+    """The broker id of a log dir event (Kafka reads only ``broker``)."""
+    r = _parse(data, path)
+    r.version((1,))
+    return r.int32("broker")

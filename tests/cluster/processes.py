@@ -62,6 +62,8 @@ class Broker:
     spec: BrokerProcess
     zookeeper_connect: str
     overrides: dict[str, str]
+    # this broker's own settings, over the spec's (log.dirs: more than its one log dir)
+    extra: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     runs: int = 0
     paused: bool = False  # SIGSTOPped and not thawed since
@@ -91,8 +93,11 @@ class Broker:
             out.write(f"--- test: start {self.runs} of broker {self.id} at"
                       f" {time.strftime('%H:%M:%S')} ---\n".encode())
             out.flush()
+            command = self.spec.command(self.zookeeper_connect, self.overrides)
+            for key, value in self.extra.items():
+                command += ["--override", f"{key}={value}"]
             self.proc = subprocess.Popen(
-                self.spec.command(self.zookeeper_connect, self.overrides),
+                command,
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.spec.log_dir.parent, preexec_fn=die_with_parent(signal.SIGKILL),
             )
@@ -158,6 +163,7 @@ class ProcessCluster:
     tmp_path: Path
     size: int = 3
     overrides: dict[str, str] = field(default_factory=dict)
+    broker_overrides: dict[int, dict[str, str]] = field(default_factory=dict)  # broker id ->
     zookeeper: ZooKeeperServer | None = None
     zk: KazooClient | None = None
     brokers: dict[int, Broker] = field(default_factory=dict)
@@ -174,7 +180,8 @@ class ProcessCluster:
         for i in range(1, self.size + 1):
             spec = BrokerProcess(i, free_port(), self.tmp_path / f"broker-{i}",
                                  self.tmp_path / f"broker-{i}.log")
-            self.brokers[i] = Broker(spec, self.zookeeper.connect_string, settings)
+            self.brokers[i] = Broker(spec, self.zookeeper.connect_string, settings,
+                                     dict(self.broker_overrides.get(i, {})))
         for broker in self.brokers.values():
             broker.start()
         self.wait_serving(set(self.brokers))

@@ -354,6 +354,18 @@ def test_producer_id_block() -> None:
     assert zk.decode_producer_id_block(zk.encode_producer_id_block(big)) == big
 
 
+def test_log_dir_event_notification() -> None:
+    """Kafka's LogDirEventNotificationSequenceZNode: a sequential node per failure event."""
+    raw = b'{"version":1,"broker":2,"event":1}'
+    assert zk.encode_log_dir_event_notification(2) == raw
+    assert zk.decode_log_dir_event_notification(raw) == 2
+    assert zk.log_dir_event_create_path() == "/log_dir_event_notification/log_dir_event_"
+    assert (zk.log_dir_event_path("log_dir_event_0000000003")
+            == "/log_dir_event_notification/log_dir_event_0000000003")
+    with pytest.raises(ZkDataError, match="broker"):
+        zk.decode_log_dir_event_notification(b'{"version":1,"event":1}')
+
+
 # --- round trips -------------------------------------------------------------------------------
 
 _ids = st.integers(min_value=0, max_value=2**31 - 1)
