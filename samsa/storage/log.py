@@ -465,6 +465,13 @@ class Log:
             self.flush()
 
     def _maybe_roll(self, size: int, headers: list[BatchHeader], now: int) -> LogSegment:
+        if headers[-1].last_offset - headers[0].base_offset > INT32_MAX:
+            # no segment could index them: its offsets are 32 bits relative to its base
+            # (Kafka's LogSegmentOffsetOverflowException); refused before anything is written
+            raise InvalidRecordError(
+                f"the batches span offsets {headers[0].base_offset}-{headers[-1].last_offset}, "
+                f"more than one segment holds ({INT32_MAX + 1})"
+            )
         segment = self.active
         max_ts = max(h.max_timestamp for h in headers)
         if (
