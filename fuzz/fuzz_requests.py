@@ -23,10 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
+import datetime
 import logging
+import random
 import shutil
 import struct
 import tempfile
+import types
+import typing
+import uuid
 from typing import Any
 
 from kio.index import load_response_schema
@@ -35,7 +41,9 @@ from kio.serial.errors import OutOfBoundValue
 
 from samsa.errors import CloseConnection
 from samsa.handlers.registry import APIS
-from samsa.protocol.codec import MalformedRequestError, decode_request
+from samsa.protocol.codec import MalformedRequestError, decode_request, encode_message
+from samsa.records.batch import Compression
+from samsa.records.record import RecordInput, encode_batch
 from samsa.server.kafka_server import API_VERSIONS_KEY, KafkaServer
 from samsa.storage.log import FileRegion
 
@@ -173,7 +181,123 @@ def check(data: bytes) -> None:
         _check_response(frame, chunks)
 
 
+# -- a structure-aware mutator (fuzzing only) ------------------------------------------------
+#
+# Byte mutations of a frame mostly break its encoding, and the decoder refuses it: good for
+# the decoder, thin for the handlers. Half of the mutations here decode the frame instead,
+# change one field somewhere in the request (an edge value of its type, a topic or group name
+# the broker knows, a real record batch, an element of an array duplicated or dropped) and
+# encode it again, so the handlers see well-formed requests with odd contents.
+
+_INTS = {
+    "int8": (8, True), "int16": (16, True), "int32": (32, True), "int64": (64, True),
+    "uint16": (16, False), "uint32": (32, False),
+}
+_NAMES = ("", TOPIC, "u", "g", "tx", "m", "__consumer_offsets", "__transaction_state",
+          "missing", "a" * 250, "x/y", "..", "\u00e9")
+
+
+def _batches(rng: random.Random) -> bytes:
+    codec = rng.choice(list(Compression))
+    records = [RecordInput(b"v%d" % i, rng.choice([None, b"k%d" % i]))
+               for i in range(rng.randint(1, 3))]
+    kind = rng.randrange(4)
+    extra: dict[str, Any] = {}
+    if kind >= 1:
+        extra = {"producer_id": rng.choice([0, 1000, 5]), "producer_epoch": rng.choice([0, 1]),
+                 "base_sequence": rng.choice([0, 1, 5])}
+    if kind == 2:
+        extra["transactional"] = True
+    return encode_batch(records, timestamp=1_700_000_000_000, compression_type=codec, **extra)
+
+
+def _leaf(kafka_type: str, value: Any, nullable: bool, rng: random.Random) -> Any:
+    if nullable and rng.random() < 0.1:
+        return None
+    if kafka_type in _INTS:
+        bits, signed = _INTS[kafka_type]
+        low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+        return rng.choice([0, 1, 2, 3, -1, low, high, high - 1, rng.randint(low, high)]
+                          if signed else [0, 1, 2, high, rng.randint(low, high)])
+    if kafka_type == "bool":
+        return not value
+    if kafka_type == "string":
+        return rng.choice(_NAMES)
+    if kafka_type in ("bytes", "records"):
+        return rng.choice([b"", b"\x00" * rng.randint(1, 70), rng.randbytes(rng.randint(1, 80)),
+                           _batches(rng), _batches(rng) + _batches(rng)])
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(milliseconds=rng.choice([0, 1, -1, 5, 30000, (1 << 31) - 1]))
+    if kafka_type == "uuid":
+        return rng.choice([uuid.UUID(int=0), uuid.UUID(int=rng.getrandbits(128))])
+    if kafka_type == "float64":
+        return rng.choice([0.0, -1.0, float("inf"), float("nan")])
+    return value
+
+
+def _mutate_entity(entity: Any, rng: random.Random) -> Any:
+    """``entity`` with one field somewhere inside it changed."""
+    f = rng.choice(dataclasses.fields(entity))
+    value = getattr(entity, f.name)
+    tp = f.type
+    nullable = typing.get_origin(tp) in (typing.Union, types.UnionType)
+    if nullable:
+        tp = next(a for a in typing.get_args(tp) if a is not type(None))
+    many = typing.get_origin(tp) is tuple
+    element = typing.get_args(tp)[0] if many else tp
+    nested = isinstance(element, type) and dataclasses.is_dataclass(element)
+    kafka_type = f.metadata.get("kafka_type", "")
+    if many:
+        items = list(value or ())
+        r = rng.random()
+        if items and r < 0.5:
+            i = rng.randrange(len(items))
+            items[i] = (_mutate_entity(items[i], rng) if nested
+                        else _leaf(kafka_type, items[i], False, rng))
+        elif items and r < 0.7:
+            items.append(rng.choice(items))
+        elif items and r < 0.85:
+            del items[rng.randrange(len(items))]
+        elif not nested:
+            items.append(_leaf(kafka_type, 0, False, rng))
+        new: Any = tuple(items)
+    elif nested:
+        new = None if value is None else _mutate_entity(value, rng)
+    else:
+        new = _leaf(kafka_type, value, nullable, rng)
+    return dataclasses.replace(entity, **{f.name: new})
+
+
+def _encode(request: Any, body: Any) -> bytes:
+    schema = type(body)
+    header_schema = schema.__header_schema__
+    header = header_schema(request_api_key=request.api_key,
+                           request_api_version=request.api_version,
+                           correlation_id=request.correlation_id, client_id=request.client_id)
+    return encode_message(header) + encode_message(body)
+
+
+def mutator(byte_mutate: Any) -> Any:
+    def mutate(data: bytes, max_size: int, seed: int) -> bytes:
+        rng = random.Random(seed)
+        if rng.random() < 0.5:
+            return bytes(byte_mutate(data, max_size))
+        try:
+            request = decode_request(data)
+            if request.body is None:
+                return bytes(byte_mutate(data, max_size))
+            body = request.body
+            for _ in range(rng.choice([1, 1, 1, 2, 3])):
+                body = _mutate_entity(body, rng)
+            frame = _encode(request, body)
+        except Exception:  # undecodable, or a value the version cannot encode
+            return bytes(byte_mutate(data, max_size))
+        return frame if len(frame) <= max_size else bytes(byte_mutate(data, max_size))
+
+    return mutate
+
+
 if __name__ == "__main__":
     from fuzzing import fuzz
 
-    fuzz(check)
+    fuzz(check, mutator)

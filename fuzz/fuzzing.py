@@ -20,26 +20,36 @@ from collections.abc import Callable
 
 
 def _samsa_functions() -> list[types.FunctionType]:
-    """Every function of samsa loaded so far (the request guard's generated walkers too)."""
+    """Every function of samsa loaded so far (the request guard's generated code too)."""
     return [
         obj for obj in gc.get_objects()
         if isinstance(obj, types.FunctionType)
         and ((obj.__module__ or "").startswith("samsa")
-             or obj.__code__.co_filename.startswith("<guard"))
+             or obj.__code__.co_filename.startswith(("<guard", "<null check")))
     ]
 
 
-def fuzz(check: Callable[[bytes], None]) -> None:
+Mutator = Callable[[bytes, int, int], bytes]
+
+
+def fuzz(check: Callable[[bytes], None],
+         mutator: Callable[[Callable[[bytes, int], bytes]], Mutator] | None = None) -> None:
     """Instrument samsa's code for coverage and let libFuzzer drive ``check``.
 
     Only samsa is instrumented: the libraries (kio's native reader, cramjam, crc32c) are
     native code, and instrumenting all of Python's loaded code takes minutes on a busy
-    machine for little guidance."""
+    machine for little guidance. ``mutator``, given libFuzzer's own byte mutation, returns a
+    custom mutator (data, max_size, seed) -> data."""
     import atheris  # the fuzz extra: pip install -e '.[fuzz]'
 
     functions = _samsa_functions()
     for function in functions:
         atheris.instrument_func(function)
     print(f"INFO: instrumented {len(functions)} samsa functions", file=sys.stderr)
-    atheris.Setup(sys.argv, check)
+    if mutator is None:
+        atheris.Setup(sys.argv, check)
+    else:
+        # atheris.Mutate is bound to libFuzzer once Fuzz() runs: look it up at each call
+        atheris.Setup(sys.argv, check, custom_mutator=mutator(
+            lambda data, max_size: atheris.Mutate(data, max_size)))
     atheris.Fuzz()
