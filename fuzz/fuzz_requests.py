@@ -30,6 +30,7 @@ import random
 import shutil
 import struct
 import tempfile
+import traceback
 import types
 import typing
 import uuid
@@ -175,8 +176,9 @@ def check(data: bytes) -> None:
     if b.loop_errors:
         context = b.loop_errors[0]
         b.loop_errors.clear()
-        raise AssertionError(f"the event loop reported: {context.get('message')}") from (
-            context.get("exception"))
+        exc = context.get("exception")
+        detail = "".join(traceback.format_exception(exc)) if exc is not None else ""
+        raise AssertionError(f"the event loop reported: {context.get('message')}\n{detail}")
     if chunks is not None:
         _check_response(frame, chunks)
 
