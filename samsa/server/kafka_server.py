@@ -270,7 +270,7 @@ class KafkaServer:
                     if log_.recovery_point < log_.active.base_offset and tp not in self._flushing:
                         self._flushing.add(tp)
                         loop.run_in_executor(None, log_.flush_rolled).add_done_callback(
-                            lambda _f, tp=tp: self._flushing.discard(tp)
+                            lambda f, tp=tp: self._flushed(tp, f)
                         )
                 self.replicas.shrink_isrs(self.config.get("replica.lag.time.max.ms"))
                 if now - last["retention"] >= every["retention"]:
@@ -284,6 +284,12 @@ class KafkaServer:
                     self.log_manager.checkpoint_log_start_offsets()
             except Exception:
                 log.exception("background log maintenance failed; retrying at the next tick")
+
+    def _flushed(self, tp: tuple[str, int], done: asyncio.Future[None]) -> None:
+        self._flushing.discard(tp)
+        if not done.cancelled() and done.exception() is not None:
+            log.error("flushing the rolled segments of %s-%d failed; retrying at the next tick",
+                      *tp, exc_info=done.exception())
 
     # --- requests -------------------------------------------------------------------------------
 

@@ -745,9 +745,14 @@ class Log:
 
     def flush_rolled(self) -> None:
         """Make the inactive segments durable (Kafka does this after each roll, off the
-        request path)."""
-        if not self.deleted:
-            self.flush(self.active.base_offset)
+        request path). It runs on a worker thread: when the log is deleted meanwhile (its
+        segments gone, its files closed) it stops quietly, there is nothing left to keep."""
+        try:
+            if not self.deleted:
+                self.flush(self.active.base_offset)
+        except (IndexError, OSError, ValueError):
+            if not self.deleted:
+                raise
 
     def maybe_flush_by_time(self) -> bool:
         if self.clock() - self.last_flush_ms >= self.config.flush_ms:
