@@ -14,6 +14,8 @@ with any of libFuzzer's flags (-max_total_time, -merge=1, -jobs, ...).
 from __future__ import annotations
 
 import gc
+import os
+import shlex
 import sys
 import types
 from collections.abc import Callable
@@ -46,10 +48,14 @@ def fuzz(check: Callable[[bytes], None],
     for function in functions:
         atheris.instrument_func(function)
     print(f"INFO: instrumented {len(functions)} samsa functions", file=sys.stderr)
+    # libFuzzer runs argv[0] through the shell for -merge, -fork and -jobs: make it this
+    # interpreter running this script (the scripts are not executables)
+    argv = [f"{shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(sys.argv[0]))}",
+            *sys.argv[1:]]
     if mutator is None:
-        atheris.Setup(sys.argv, check)
+        atheris.Setup(argv, check)
     else:
         # atheris.Mutate is bound to libFuzzer once Fuzz() runs: look it up at each call
-        atheris.Setup(sys.argv, check, custom_mutator=mutator(
+        atheris.Setup(argv, check, custom_mutator=mutator(
             lambda data, max_size: atheris.Mutate(data, max_size)))
     atheris.Fuzz()

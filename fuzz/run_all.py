@@ -9,9 +9,9 @@ what it finds into a working corpus under ``--out`` (fuzz/out by default). Each 
 its number of runs and by ``-max_total_time``. A crash stops that target and this script fails,
 naming the input; replay it with ``python fuzz/fuzz_<target>.py <crash file>``.
 
-``--merge`` runs libFuzzer's ``-merge=1`` over the kept and the working corpus into a fresh
-directory (the smallest set of inputs with the same coverage), then replaces the kept
-corpus's non-seed files with it: what tests/test_fuzz_corpus.py replays stays small.
+``--merge`` runs libFuzzer's ``-set_cover_merge=1`` over the kept and the working corpus into
+a fresh directory (a small set of inputs with the same coverage features), then replaces the
+kept corpus's non-seed files with it: what tests/test_fuzz_corpus.py replays stays small.
 """
 
 from __future__ import annotations
@@ -71,23 +71,27 @@ def run_target(target: str, runs: int, max_time: int, out: Path, python: str) ->
 
 def merge(target: str, out: Path, python: str) -> int:
     """Keep the smallest set of inputs with the coverage of the kept and working corpora."""
-    merged = out / "merged" / target
-    shutil.rmtree(merged, ignore_errors=True)
-    merged.mkdir(parents=True)
     kept = CORPUS / target
+    merged = out / "merged" / target
+    candidates = out / "candidates" / target
+    for directory in (merged, candidates):
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+    # the seeds stay (make_seeds.py writes them): only what adds to them is merged in
+    for path in kept.iterdir():
+        shutil.copy(path, (merged if path.name.startswith("seed-") else candidates) / path.name)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     subprocess.run(
-        [python, str(ROOT / "fuzz" / f"fuzz_{target}.py"), "-merge=1", str(merged), str(kept),
-         str(out / "corpus" / target)],
+        [python, str(ROOT / "fuzz" / f"fuzz_{target}.py"), "-set_cover_merge=1", str(merged),
+         str(candidates), str(out / "corpus" / target)],
         check=True, capture_output=True, env=env, cwd=ROOT,
     )
-    seeds = {p.read_bytes() for p in kept.glob("seed-*")}
     for path in kept.iterdir():
         if not path.name.startswith("seed-"):
             path.unlink()
     added = 0
     for path in sorted(merged.iterdir()):
-        if path.read_bytes() not in seeds:
+        if not path.name.startswith("seed-"):
             shutil.copy(path, kept / path.name)
             added += 1
     return added

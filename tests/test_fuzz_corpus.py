@@ -63,6 +63,6 @@ def test_the_kept_corpus_stays_small() -> None:
     """A few hundred inputs a target at most (``make fuzz-merge`` keeps the ones that add
     coverage), under 2 MB in all."""
     for directory in CORPUS.iterdir():
-        assert len(list(directory.iterdir())) <= 400, directory.name
+        assert len(list(directory.iterdir())) <= 500, directory.name
     files = [p for p in CORPUS.rglob("*") if p.is_file()]
     assert sum(p.stat().st_size for p in files) < 2 * 1024 * 1024
