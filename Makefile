@@ -11,7 +11,7 @@ APT_PACKAGES := kcat libzookeeper-java iptables libfuse2
 # Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
 JAVA_PACKAGE := openjdk-17-jre-headless
 
-.PHONY: setup apt run test lint demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster clean import-graph chaos
+.PHONY: setup apt run test lint fuzz fuzz-merge demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster clean import-graph chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,13 +37,13 @@ setup: $(STAMP) apt
 TEST_WORKERS ?= 2
 
 test: setup
-	$(BIN)/ruff check samsa tests bench
+	$(BIN)/ruff check samsa tests bench fuzz
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
-	$(BIN)/ruff check samsa tests bench
+	$(BIN)/ruff check samsa tests bench fuzz
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
@@ -53,6 +53,21 @@ CHAOS_ROUNDS ?= 3
 CHAOS_SEED ?= 1
 chaos: setup
 	cd tests && ../$(BIN)/python -m chaos.run --rounds $(CHAOS_ROUNDS) --seed $(CHAOS_SEED)
+
+# Coverage-guided fuzzing (atheris) of the request path, the batch validator and log append,
+# the compressed-batch readers and the coordinators' record decoders: 1,000,000 executions in
+# all, each target bounded by FUZZ_MAX_TIME seconds. Not part of `make test`, which replays the
+# kept corpus (tests/fuzz_corpus) without atheris. fuzz-merge also keeps what added coverage.
+FUZZ_SCALE ?= 1
+FUZZ_MAX_TIME ?= 900
+
+fuzz: setup
+	$(BIN)/pip install --quiet -e '.[test,fuzz]'
+	$(BIN)/python fuzz/run_all.py --scale $(FUZZ_SCALE) --max-time $(FUZZ_MAX_TIME)
+
+fuzz-merge: setup
+	$(BIN)/pip install --quiet -e '.[test,fuzz]'
+	$(BIN)/python fuzz/run_all.py --scale $(FUZZ_SCALE) --max-time $(FUZZ_MAX_TIME) --merge
 
 # The import graph between samsa's packages, by layer (each imports only those below it).
 import-graph: $(STAMP)

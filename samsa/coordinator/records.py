@@ -177,6 +177,9 @@ class _Reader:
         self.pos += n
         return self.data[self.pos - n : self.pos]
 
+    def int8(self, field: str) -> int:
+        return int.from_bytes(self.take(1, field), "big", signed=True)
+
     def int16(self, field: str) -> int:
         return int.from_bytes(self.take(2, field), "big", signed=True)
 

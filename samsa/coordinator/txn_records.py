@@ -76,7 +76,7 @@ def decode_txn_value(data: bytes | None) -> TxnValue | None:
     producer_id = r.int64("producer id")
     epoch = r.int16("producer epoch")
     timeout_ms = r.int32("timeout")
-    status = r.take(1, "status")[0]
+    status = r.int8("status")  # Kafka's int8 is signed: 255 would not be written back
     partitions: dict[str, list[int]] = {}
     count = r.length("partitions", 4)
     for _ in range(max(count, 0)):

@@ -20,7 +20,7 @@ from samsa.cluster.partition import Partition
 from samsa.errors import CloseConnection, ErrorCode, KafkaError
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
-from samsa.records.batch import LOG_OVERHEAD, Attr, read_header
+from samsa.records.batch import HEADER_SIZE, LOG_OVERHEAD, Attr, read_header
 
 if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
     from kio.schema.produce.v11.request import ProduceRequest
@@ -69,7 +69,8 @@ def _append(
                 index, ErrorCode.invalid_record,
                 message="a produce request must hold exactly one record batch per partition",
             )
-    if len(records) > _ATTRIBUTES_LOW and records[_ATTRIBUTES_LOW] & Attr.TRANSACTIONAL:
+    # shorter than a header: the log refuses it (CORRUPT_MESSAGE) without reading it
+    if len(records) >= HEADER_SIZE and records[_ATTRIBUTES_LOW] & Attr.TRANSACTIONAL:
         header = read_header(records)
         txns = ctx.server.txn_coordinator
         assert txns is not None

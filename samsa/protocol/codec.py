@@ -17,7 +17,7 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError
 
-from samsa.protocol.guard import check_body
+from samsa.protocol.guard import check_body, check_nulls
 
 _KEY_AND_VERSION = struct.Struct(">hh")
 _SIZE = struct.Struct(">i")
@@ -64,6 +64,7 @@ def decode_request(frame: bytes) -> Request:
             header, used = entity_reader(schema.__header_schema__)(frame, 0)
             check_body(schema, frame, used)
             body, _ = entity_reader(schema)(frame, used)
+            check_nulls(schema, body)
     except (DecodeError, KeyError, ValueError, TypeError) as exc:  # FrameTooShort too
         raise MalformedRequestError(
             f"cannot decode api key {api_key} v{api_version}: {type(exc).__name__}: {exc}"

@@ -9,6 +9,11 @@ only flexible bodies are walked.
 
 The request path is hot, so each entity class is compiled once into a straight-line Python
 function (generated from its dataclass fields) instead of being interpreted field by field.
+
+After decoding, ``check_nulls`` refuses a non-nullable array that was sent as null (count -1,
+or 0 in a compact array): kio's reader returns None for it, which no handler expects; Kafka's
+own readers refuse such a request and close the connection. It is compiled the same way and
+only visits the arrays of entities that have arrays inside them.
 """
 
 from __future__ import annotations
@@ -72,8 +77,8 @@ def _tags(buf: bytes, pos: int, end: int, tagged: dict[int, Walker]) -> int:
 _WALKERS: dict[type, Walker] = {}
 
 
-def _field_code(f: Any, ns: dict[str, Any], name: str) -> tuple[list[str], bool]:
-    """Source lines that skip field ``f`` at ``pos``; and whether it is an array."""
+def _shape(f: Any) -> tuple[bool, bool, Any]:
+    """(nullable, is an array, the element type) of a field."""
     tp = f.type
     nullable = False
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
@@ -81,7 +86,12 @@ def _field_code(f: Any, ns: dict[str, Any], name: str) -> tuple[list[str], bool]
         nullable = len(present) != len(typing.get_args(tp))
         tp = present[0] if len(present) == 1 else tp
     many = typing.get_origin(tp) is tuple
-    element = typing.get_args(tp)[0] if many else tp
+    return nullable, many, typing.get_args(tp)[0] if many else tp
+
+
+def _field_code(f: Any, ns: dict[str, Any], name: str) -> tuple[list[str], bool]:
+    """Source lines that skip field ``f`` at ``pos``; and whether it is an array."""
+    nullable, many, element = _shape(f)
     if is_dataclass(element):
         ns[name] = lambda buf, pos, end, e=element: walker_for(e)(buf, pos, end)
         if nullable and not many:
@@ -144,3 +154,54 @@ def check_body(schema: type, frame: bytes, body_start: int) -> None:
         raise FrameTooShort("the body runs past the end of the frame") from None
     if end > len(frame):
         raise FrameTooShort("the body runs past the end of the frame")
+
+
+class NullArray(ValueError):
+    """A non-nullable array sent as null."""
+
+
+_NULL_CHECKS: dict[type, Callable[[Any], None] | None] = {}
+
+
+def _null(where: str) -> NullArray:
+    return NullArray(f"non-nullable array {where} was sent as null")
+
+
+def null_check_for(cls: type) -> Callable[[Any], None] | None:
+    """The compiled null check of one entity class; None when it has no arrays to check."""
+    if cls in _NULL_CHECKS:
+        return _NULL_CHECKS[cls]
+    ns: dict[str, Any] = {"null": _null}
+    body: list[str] = []
+    for i, f in enumerate(fields(cls)):
+        nullable, many, element = _shape(f)
+        nested = isinstance(element, type) and is_dataclass(element)
+        inner = null_check_for(element) if nested else None
+        must_be_there = many and not nullable
+        if not must_be_there and inner is None:
+            continue
+        name = f"nested{i}"
+        ns[name] = inner
+        body.append(f"v = e.{f.name}")
+        if must_be_there:
+            body.append(f"if v is None: raise null('{cls.__name__}.{f.name}')")
+        if inner is not None:
+            visit = [f"for x in v: {name}(x)"] if many else [f"{name}(v)"]
+            if nullable or not many:  # None is allowed here: nothing inside to check
+                visit = ["if v is not None:", *(f"    {line}" for line in visit)]
+            body += visit
+    if not body:
+        _NULL_CHECKS[cls] = None
+        return None
+    src = "def check(e):\n" + "".join(f"    {line}\n" for line in body)
+    exec(compile(src, f"<null check {cls.__name__}>", "exec"), ns)
+    check = _NULL_CHECKS[cls] = ns["check"]
+    return check
+
+
+def check_nulls(schema: type, body: Any) -> None:
+    """Raise NullArray when a decoded body holds None where its schema has a non-nullable
+    array (anywhere in it)."""
+    check = null_check_for(schema)
+    if check is not None:
+        check(body)

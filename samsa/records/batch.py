@@ -93,7 +93,12 @@ class BatchHeader(NamedTuple):
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & Attr.CODEC_MASK)
+        """The batch's codec; UnsupportedCompressionError for 5-7 (never appended: the
+        validator refuses them, but a reader may meet them in a damaged file)."""
+        codec = self.attributes & Attr.CODEC_MASK
+        if codec > Compression.ZSTD:
+            raise UnsupportedCompressionError(f"unknown compression codec {codec}")
+        return Compression(codec)
 
     @property
     def is_transactional(self) -> bool:

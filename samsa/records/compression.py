@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 
 import cramjam
 
@@ -52,7 +53,7 @@ def decompress(codec: Compression, data: bytes | memoryview) -> bytes:
             return bytes(cramjam.lz4.decompress(bytes(data)))
         if codec == Compression.ZSTD:
             return bytes(cramjam.zstd.decompress(bytes(data)))
-    except (OSError, ValueError, EOFError, cramjam.DecompressionError) as exc:
+    except (OSError, ValueError, EOFError, zlib.error, cramjam.DecompressionError) as exc:
         raise CorruptRecordError(f"cannot decompress {codec.name} records: {exc}") from None
     raise UnsupportedCompressionError(f"unknown compression codec {int(codec)}")
 

@@ -205,7 +205,7 @@ def iter_raw_records(payload: bytes, count: int) -> Iterator[RawRecord]:
     for _ in range(count):
         length, pos = read_varint(payload, pos)
         end = pos + length
-        if length < 0 or end > size:
+        if length <= 0 or end > size:  # not even the attributes byte
             raise CorruptRecordError("record length runs past the end of the batch")
         attributes = payload[pos]
         ts_delta, rest = read_varint(payload, pos + 1)
@@ -257,40 +257,45 @@ def iter_record_keys(payload: bytes, count: int) -> Iterator[tuple[int, bytes | 
     deltas) are read inline; others go through ``read_varint``."""
     pos = 0
     size = len(payload)
-    for _ in range(count):
-        if pos >= size:
-            raise CorruptRecordError("truncated record")
-        b = payload[pos]
-        if b < 0x80:
-            length, pos = (b >> 1) ^ -(b & 1), pos + 1
-        elif pos + 1 < size and payload[pos + 1] < 0x80:  # records of 64 B to 8 KiB
-            n = (b & 0x7F) | (payload[pos + 1] << 7)
-            length, pos = (n >> 1) ^ -(n & 1), pos + 2
-        else:
-            length, pos = read_varint(payload, pos)
-        end = pos + length
-        if length < 0 or end > size:
-            raise CorruptRecordError("record length runs past the end of the batch")
-        cursor = pos + 1  # attributes
-        b = payload[cursor]
-        if b < 0x80:
-            cursor += 1  # timestamp delta
-        else:
-            _, cursor = read_varint(payload, cursor)
-        b = payload[cursor]
-        if b < 0x80:
-            offset_delta, cursor = (b >> 1) ^ -(b & 1), cursor + 1
-        else:
-            offset_delta, cursor = read_varint(payload, cursor)
-        b = payload[cursor]
-        if b < 0x80:
-            key_length, cursor = (b >> 1) ^ -(b & 1), cursor + 1
-        else:
-            key_length, cursor = read_varint(payload, cursor)
-        if key_length < 0:
-            yield offset_delta, None
-        elif cursor + key_length > end:
-            raise CorruptRecordError("record key runs past the record's length")
-        else:
-            yield offset_delta, payload[cursor : cursor + key_length]
-        pos = end
+    try:  # the inline reads raise IndexError when the fields run past the payload
+        for _ in range(count):
+            if pos >= size:
+                raise CorruptRecordError("truncated record")
+            b = payload[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif pos + 1 < size and payload[pos + 1] < 0x80:  # records of 64 B to 8 KiB
+                n = (b & 0x7F) | (payload[pos + 1] << 7)
+                length, pos = (n >> 1) ^ -(n & 1), pos + 2
+            else:
+                length, pos = read_varint(payload, pos)
+            end = pos + length
+            if length < 0 or end > size:
+                raise CorruptRecordError("record length runs past the end of the batch")
+            cursor = pos + 1  # attributes
+            b = payload[cursor]
+            if b < 0x80:
+                cursor += 1  # timestamp delta
+            else:
+                _, cursor = read_varint(payload, cursor)
+            b = payload[cursor]
+            if b < 0x80:
+                offset_delta, cursor = (b >> 1) ^ -(b & 1), cursor + 1
+            else:
+                offset_delta, cursor = read_varint(payload, cursor)
+            b = payload[cursor]
+            if b < 0x80:
+                key_length, cursor = (b >> 1) ^ -(b & 1), cursor + 1
+            else:
+                key_length, cursor = read_varint(payload, cursor)
+            if cursor > end:
+                raise CorruptRecordError("record fields run past the record's length")
+            if key_length < 0:
+                yield offset_delta, None
+            elif cursor + key_length > end:
+                raise CorruptRecordError("record key runs past the record's length")
+            else:
+                yield offset_delta, payload[cursor : cursor + key_length]
+            pos = end
+    except IndexError:
+        raise CorruptRecordError("record fields run past the end of the batch") from None

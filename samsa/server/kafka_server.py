@@ -314,7 +314,8 @@ class KafkaServer:
         error = None if done.cancelled() else done.exception()
         # a KafkaStorageError took its directory offline (the failure channel logged it)
         if error is not None and not isinstance(error, KafkaStorageError):
-            log.error("flushing %s-%d failed", *tp, exc_info=error)
+            log.error("flushing the rolled segments of %s-%d failed; retrying at the next tick",
+                      *tp, exc_info=error)
 
     # --- log directory failures -----------------------------------------------------------------
 

@@ -19,6 +19,8 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
+from samsa.records.batch import NO_TIMESTAMP
+
 
 class IndexCorruptError(Exception):
     """An index file that does not agree with itself or its segment; it gets rebuilt."""
@@ -176,8 +178,10 @@ class TimeIndex(_Index):
         return self.timestamps[-1], self.offsets[-1]
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
-        """Add (timestamp, offset) when the timestamp is larger than the last entry's."""
-        if self.timestamps and timestamp <= self.timestamps[-1]:
+        """Add (timestamp, offset) when the timestamp is larger than the last entry's. As in
+        Kafka, an empty index's last entry is (NO_TIMESTAMP, base offset): a segment whose
+        batches carry no timestamp (-1 or below) gets no entry."""
+        if timestamp <= (self.timestamps[-1] if self.timestamps else NO_TIMESTAMP):
             return
         self.timestamps.append(timestamp)
         self.offsets.append(offset)

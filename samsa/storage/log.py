@@ -529,6 +529,13 @@ class Log:
             self.flush()
 
     def _maybe_roll(self, size: int, headers: list[BatchHeader], now: int) -> LogSegment:
+        if headers[-1].last_offset - headers[0].base_offset > INT32_MAX:
+            # no segment could index them: its offsets are 32 bits relative to its base
+            # (Kafka's LogSegmentOffsetOverflowException); refused before anything is written
+            raise InvalidRecordError(
+                f"the batches span offsets {headers[0].base_offset}-{headers[-1].last_offset}, "
+                f"more than one segment holds ({INT32_MAX + 1})"
+            )
         segment = self.active
         max_ts = max(h.max_timestamp for h in headers)
         if (
@@ -824,9 +831,14 @@ class Log:
     @_io("flushing")
     def flush_rolled(self) -> None:
         """Make the inactive segments durable (Kafka does this after each roll, off the
-        request path)."""
-        if not self.deleted:
-            self.flush(self.active.base_offset)
+        request path). It runs on a worker thread: when the log is deleted meanwhile (its
+        segments gone, its files closed) it stops quietly, there is nothing left to keep."""
+        try:
+            if not self.deleted:
+                self.flush(self.active.base_offset)
+        except (IndexError, OSError, ValueError):
+            if not self.deleted:
+                raise
 
     @_io("flushing")
     def maybe_flush_by_time(self) -> bool:

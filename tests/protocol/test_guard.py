@@ -73,3 +73,30 @@ def test_valid_flexible_produce_decodes_and_every_truncation_is_refused() -> Non
 def test_huge_compact_array_count_is_refused(frame: bytes) -> None:
     with pytest.raises(MalformedRequestError, match="array claims"):
         decode_request(frame)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        # SyncGroup v0: group "g", generation 1, member "m", assignments: int32 -1
+        struct.pack(">hhih", 14, 0, 7, 2) + b"fz" + struct.pack(">h", 1) + b"g"
+        + struct.pack(">ih", 1, 1) + b"m" + struct.pack(">i", -1),
+        # SyncGroup v5 (flexible): ..., protocol type and name null, assignments: compact 0
+        struct.pack(">hhih", 14, 5, 7, 2) + b"fz" + b"\x00" + b"\x02g" + struct.pack(">i", 1)
+        + b"\x02m" + b"\x00\x00\x00" + b"\x00" + b"\x00",
+        # Produce v3: one topic whose partition_data is int32 -1
+        struct.pack(">hhih", 0, 3, 7, 2) + b"fz" + struct.pack(">hhii", -1, 1, 1000, 1)
+        + struct.pack(">h", 1) + b"t" + struct.pack(">i", -1),
+    ],
+    ids=["syncgroup-v0", "syncgroup-v5", "produce-v3-nested"],
+)
+def test_null_for_a_non_nullable_array_is_refused(frame: bytes) -> None:
+    """kio's reader returns None for it, which no handler expects; Kafka refuses it too."""
+    with pytest.raises(MalformedRequestError, match="non-nullable array .* was sent as null"):
+        decode_request(frame)
+
+
+def test_null_for_a_nullable_array_is_kept() -> None:
+    """Metadata's topics: null asks for every topic."""
+    frame = struct.pack(">hhih", 3, 1, 7, 2) + b"fz" + struct.pack(">i", -1)
+    assert decode_request(frame).body.topics is None

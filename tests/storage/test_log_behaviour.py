@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from samsa.errors import (
 from samsa.records.batch import NO_TIMESTAMP, Attr, read_header, validate_batches
 from samsa.records.record import decode_records
 from samsa.storage.log import Log
+from samsa.storage.segment import LogSegment
 
 from .conftest import (
     BASE_TIME_MS,
@@ -617,6 +619,38 @@ def test_flush_rolled_makes_the_inactive_segments_durable(tmp_path, clock):
     assert len(log.segments) > 2
     log.flush_rolled()
     assert log.recovery_point == log.active.base_offset < log.log_end_offset
+
+
+def test_flush_rolled_stops_quietly_when_the_log_is_deleted_under_it(tmp_path, clock,
+                                                                     monkeypatch):
+    """The broker flushes rolled segments on a worker thread; a topic deletion on the event
+    loop meanwhile empties the log (found by fuzz_requests: an IndexError nobody retrieved)."""
+    log = new_log(tmp_path, clock, **{"segment.bytes": 200})
+    three_record_batches(log, 5)
+    inside, deleted = threading.Event(), threading.Event()
+    real_flush = LogSegment.flush
+
+    def flush_that_waits(segment: LogSegment) -> None:
+        inside.set()
+        deleted.wait(10)
+        real_flush(segment)
+
+    monkeypatch.setattr(LogSegment, "flush", flush_that_waits)
+    failures: list[BaseException] = []
+
+    def flush_rolled() -> None:
+        try:
+            log.flush_rolled()
+        except BaseException as exc:
+            failures.append(exc)
+
+    worker = threading.Thread(target=flush_rolled)
+    worker.start()
+    assert inside.wait(10)
+    log.delete()
+    deleted.set()
+    worker.join(10)
+    assert failures == []
 
 
 def test_indexes_reach_disk_on_roll(tmp_path, clock):
