@@ -334,6 +334,8 @@ class TransactionCoordinator:
     def _check_producer(
         self, txn_id: str, producer_id: int, producer_epoch: int
     ) -> tuple[TxnMetadata | None, ErrorCode]:
+        if not self._coordinates(txn_id):  # moved away, or asked of the wrong broker
+            return None, ErrorCode.not_coordinator
         meta = self.txns.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
             return None, ErrorCode.invalid_producer_id_mapping

@@ -3,7 +3,8 @@
 
 Process faults: ``kill`` (SIGKILL), ``restart`` (same id and log dir), ``pause`` / ``resume``
 (SIGSTOP / SIGCONT), and ``set_clock``: the broker's wall clock moved by some seconds (the
-``clock_shim``, loaded into every broker).
+``clock_shim``, loaded into every broker). Each broker's log dir is a tmpfs of its own, so a
+fault can fill it up.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faults.faultfs import unmount
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -30,6 +32,7 @@ from .netns import Network, Node
 SHIM_DIR = Path(__file__).resolve().parent / "clock_shim"
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 BROKER_PORT = 9092
+DISK_SIZE = "256m"  # each broker's log dir: a tmpfs (a fault fills it up)
 SESSION_TIMEOUT_MS = 6000
 # Kafka's names, small timeouts so that faults are noticed and repaired in seconds.
 OVERRIDES: dict[str, str] = {
@@ -159,6 +162,7 @@ class ChaosCluster:
     zookeeper: ZooKeeperServer | None = None
     zk: KazooClient | None = None
     brokers: dict[int, BrokerNode] = field(default_factory=dict)
+    _mounted: list[Path] = field(default_factory=list)
 
     def start(self, timeout: float = 90) -> None:
         zk_node = self.network["zk"]
@@ -171,6 +175,13 @@ class ChaosCluster:
         for i in range(1, self.size + 1):
             self.brokers[i] = BrokerNode(i, self.network[f"b{i}"],
                                          self.zookeeper.connect_string, self.work_dir, settings)
+        for broker in self.brokers.values():
+            # each log dir a disk of its own, that a fault can fill up (mounted before the
+            # broker starts, so the broker's mount namespace has it too)
+            broker.log_dir.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs",
+                            str(broker.log_dir)], check=True, capture_output=True)
+            self._mounted.append(broker.log_dir)
         for broker in self.brokers.values():
             broker.start()
         self.wait(lambda: self.registered() == set(self.brokers) and self.controller(),
@@ -187,6 +198,9 @@ class ChaosCluster:
         if self.zookeeper is not None:
             with contextlib.suppress(Exception):
                 self.zookeeper.close()
+        for path in self._mounted:
+            with contextlib.suppress(Exception):
+                unmount(path)
 
     @property
     def bootstrap(self) -> str:

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from faults.tmpfs import fill
+
 from .checker import Report, check_queue, check_txn
 from .netns import Network, Node, available
 from .nodes import ChaosCluster
@@ -149,6 +151,36 @@ def isolated_then_killed(hold: float) -> Fault:
     return Fault("leader cut off from its followers, then killed", apply, heal, hold)
 
 
+def disk_full(hold: float) -> Fault:
+    """The queue's leader's log dir fills up: the broker takes it offline and, having no other,
+    halts (Kafka's rule); the disk is emptied and the broker started again."""
+    chosen: dict[str, Any] = {}
+
+    def apply(_n: Network, c: ChaosCluster) -> None:
+        chosen["broker"] = broker = _leader(c)
+        chosen["filler"] = fill(c.brokers[broker].log_dir)
+
+    def heal(_n: Network, c: ChaosCluster) -> None:
+        chosen["filler"].unlink()
+        broker = c.brokers[chosen["broker"]]
+        if not broker.running:  # it halted, as it should have if it wrote meanwhile
+            broker.start()
+    return Fault("leader's log dir full", apply, heal, hold)
+
+
+def combined(first: Fault, second: Fault) -> Fault:
+    """Two faults at once: applied in order, healed in reverse."""
+    def apply(n: Network, c: ChaosCluster) -> None:
+        first.apply(n, c)
+        second.apply(n, c)
+
+    def heal(n: Network, c: ChaosCluster) -> None:
+        second.heal(n, c)
+        first.heal(n, c)
+    return Fault(f"{first.name} + {second.name}", apply, heal,
+                 max(first.hold_s, second.hold_s))
+
+
 def clock_jump(hold: float, offset_s: float = 600.0) -> Fault:
     chosen: dict[str, int] = {}
 
@@ -170,8 +202,10 @@ FAULTS: dict[str, Callable[[float], Fault]] = {
     "majority-minority": majority_minority, "one-way": one_way, "lossy": lossy,
     "pause-long": pause_long, "pause-short": pause_short, "kill-restart": kill_restart,
     "clock-forward": clock_jump, "clock-back": clock_back,
-    "isolated-then-killed": isolated_then_killed,
+    "disk-full": disk_full, "isolated-then-killed": isolated_then_killed,
 }
+# What a random schedule draws from (the control experiment's fault needs its settings).
+RANDOM_FAULTS = sorted(set(FAULTS) - {"isolated-then-killed"})
 # How long each fault is held by default: the session-bound ones past the ZooKeeper session.
 HOLD_S = {"pause-short": 2.0, "pause-long": 12.0, "zk-isolated": 12.0,
           "majority-minority": 12.0, "kill-restart": 8.0}
@@ -181,8 +215,12 @@ def schedule(scenario: str, rounds: int, seed: int) -> list[Fault]:
     if scenario != "random":
         return [FAULTS[scenario](HOLD_S.get(scenario, 8.0)) for _ in range(rounds)]
     rng = random.Random(seed)
-    names = sorted(FAULTS)
-    return [FAULTS[n](HOLD_S.get(n, 8.0)) for n in (rng.choice(names) for _ in range(rounds))]
+    out = []
+    for _ in range(rounds):  # one fault, or two different ones at once
+        names = rng.sample(RANDOM_FAULTS, 2 if rng.random() < 0.5 else 1)
+        faults = [FAULTS[n](HOLD_S.get(n, 8.0)) for n in names]
+        out.append(faults[0] if len(faults) == 1 else combined(*faults))
+    return out
 
 
 # --- inside the ctl namespace ----------------------------------------------------------------
@@ -401,7 +439,7 @@ def main() -> None:
         return
     scenarios = args.scenario or ["all"]
     if "all" in scenarios:
-        scenarios = [*FAULTS, "random"]
+        scenarios = [*RANDOM_FAULTS, "random"]
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="samsa-chaos-"))
     reports = []
     for scenario in scenarios:

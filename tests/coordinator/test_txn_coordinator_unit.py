@@ -183,3 +183,16 @@ async def test_the_timer_leaves_a_transaction_to_the_endtxn_that_prepared_it(
         assert markers(services, 0) == [True]  # one marker, not two
     finally:
         await coordinator.stop()
+
+
+async def test_a_broker_that_no_longer_coordinates_says_so(
+        services: Services, txns: TransactionCoordinator) -> None:
+    """Found by the fault tests: after the transactional id's state partition moved, EndTxn at
+    the old broker answered INVALID_PRODUCER_ID_MAPPING, which the client takes as the end of
+    the transaction (it aborts), not NOT_COORDINATOR (look the coordinator up again)."""
+    _, pid, epoch = await txns.init_producer_id("t6", 60_000)
+    txns.add_partitions("t6", pid, epoch, [("data", 0)])
+    services.state.owned = set()  # the partition moved to another broker
+    assert await txns.end_txn("t6", pid, epoch, commit=True) == ErrorCode.not_coordinator
+    assert txns.add_partitions("t6", pid, epoch, [("data", 1)]) == {
+        ("data", 1): ErrorCode.not_coordinator}
