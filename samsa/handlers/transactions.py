@@ -115,11 +115,13 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
          getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
         for topic in request.topics for p in topic.partitions
     ]
-    # the transaction must have added the group's partition (AddOffsetsToTxn) first
-    verified = _txns(ctx).verify(
-        request.transactional_id, request.producer_id, request.producer_epoch, OFFSETS_TOPIC,
-        partition_for(request.group_id, groups.num_partitions),
-    )
+    # as Kafka's group coordinator: only the group's coordinator answers (NOT_COORDINATOR
+    # sends the client to look it up again); then the transaction must have added the
+    # group's partition (AddOffsetsToTxn)
+    verified = ErrorCode.not_coordinator if not groups.coordinates(request.group_id) \
+        else _txns(ctx).verify(
+            request.transactional_id, request.producer_id, request.producer_epoch,
+            OFFSETS_TOPIC, partition_for(request.group_id, groups.num_partitions))
     codes: dict[tuple[str, int], ErrorCode]
     if verified != ErrorCode.none:
         codes = {(t, p): verified for t, p, *_ in entries}

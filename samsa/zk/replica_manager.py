@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kazoo.exceptions import KazooException
+
 from samsa.cluster.partition import Partition
 from samsa.cluster.replica_fetcher import ReplicaFetcher
 from samsa.cluster.replicas import Replicas
@@ -386,6 +388,14 @@ class ReplicaManager:
         self._spawn(self._write_isr(partition))
 
     async def _write_isr(self, partition: Partition) -> None:
+        try:
+            await self._write_isr_once(partition)
+        except KazooException as exc:  # no session (cut off from ZooKeeper): the ISR stays
+            # as ZooKeeper has it, the high watermark held back; the controller decides now
+            log.warning("%s-%d: cannot write the ISR to ZooKeeper: %r", partition.topic,
+                        partition.index, exc)
+
+    async def _write_isr_once(self, partition: Partition) -> None:
         key = (partition.topic, partition.index)
         assert self._loop is not None
         for _ in range(5):

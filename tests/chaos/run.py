@@ -279,13 +279,25 @@ def run_inside(args: argparse.Namespace, network: Network) -> dict[str, Any]:
         return {"ok": report.ok, "counts": report.counts, "examples": report.examples,
                 "totals": report.totals, "log": log}
     except BaseException as exc:
+        with contextlib.suppress(Exception):
+            _save(work, history, {})
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "log": log,
-                "details": cluster.details(("queue", "txn"))}
+                "details": cluster.details(("queue", "txn", "txn-out")),
+                "client_threads": _thread_stacks()}
     finally:
         for workload in (queue, txn):
             if workload is not None:
                 workload.stopping.set()
         cluster.close()
+
+
+def _thread_stacks() -> dict[str, str]:
+    """Where each client thread is (a workload that stopped making progress)."""
+    import threading
+    import traceback
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return {names.get(ident, str(ident)): "".join(traceback.format_stack(frame)[-6:])
+            for ident, frame in sys._current_frames().items()}
 
 
 def _save(work: Path, history: History, reads: dict[str, dict[int, list[tuple[int, bytes]]]]

@@ -68,7 +68,9 @@ def test_compressed_batches_are_cleaned(broker: samsa.Broker, codec: str) -> Non
     rewritten = [b for b in batches
                  if 0 < int(b["count:"]) < int(b["lastOffset:"]) - int(b["baseOffset:"]) + 1]
     assert len(rewritten) >= 3, f"few batches were kept in part: {rewritten}"
-    assert {b["compresscodec:"] for b in batches} == {codec}
+    # the batches kept in part are written again with their codec (librdkafka itself may send
+    # a batch uncompressed when compressing would not make it smaller)
+    assert {b["compresscodec:"] for b in rewritten} == {codec}
 
 
 def test_small_dedupe_buffer_cleans_in_several_passes(broker_factory: BrokerFactory) -> None:
