@@ -69,6 +69,10 @@ NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 2**15 - 1
 WRITE_TXN_MARKERS = 27
 MARKER_TIMEOUT_S = 10.0
+# A failed marker write is tried again this soon (Kafka's marker channel retries at once with
+# fresh metadata): until the markers are written the transactional id answers
+# CONCURRENT_TRANSACTIONS, so its producer waits as long as they do.
+MARKER_RETRY_S = 0.5
 
 
 class MarkerError(RuntimeError):
@@ -159,6 +163,9 @@ class TransactionCoordinator:
         # ids whose markers are being written now: the timer must not write them again
         self._completing: set[str] = set()
         self._task: asyncio.Task | None = None
+        self._retries: set[asyncio.TimerHandle] = set()
+        self._retrying: set[str] = set()  # transactional ids with a retry scheduled
+        self._retry_tasks: set[asyncio.Task[None]] = set()
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -228,9 +235,14 @@ class TransactionCoordinator:
         )
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for handle in self._retries:
+            handle.cancel()
+        self._retries.clear()
+        self._retrying.clear()
+        tasks = [*self._retry_tasks, *([self._task] if self._task is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _timer(self) -> None:
         loop = asyncio.get_running_loop()
@@ -422,8 +434,31 @@ class TransactionCoordinator:
         try:
             await self._complete(meta, commit)
         except (OSError, MarkerError) as exc:
-            log.error("transaction %r: writing its %s markers failed (%s); retrying at the next "
-                      "tick", meta.transactional_id, "commit" if commit else "abort", exc)
+            log.error("transaction %r: writing its %s markers failed (%s); retrying in %g s",
+                      meta.transactional_id, "commit" if commit else "abort", exc,
+                      MARKER_RETRY_S)
+            self._retry_later(meta, commit)
+
+    def _retry_later(self, meta: TxnMetadata, commit: bool) -> None:
+        """One retry at a time per transactional id, however many attempts failed."""
+        if meta.transactional_id in self._retrying:
+            return
+        self._retrying.add(meta.transactional_id)
+        loop = asyncio.get_running_loop()
+
+        def again() -> None:
+            self._retries.discard(handle)
+            self._retrying.discard(meta.transactional_id)
+            if self.txns.get(meta.transactional_id) is not meta or meta.state not in (
+                    TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                    TxnState.PREPARE_EPOCH_FENCE):
+                return  # completed meanwhile, or this broker no longer coordinates it
+            task = loop.create_task(self._complete_or_retry(meta, commit))
+            self._retry_tasks.add(task)
+            task.add_done_callback(self._retry_tasks.discard)
+
+        handle = loop.call_later(MARKER_RETRY_S, again)
+        self._retries.add(handle)
 
     async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
         """Write the markers of a prepared transaction, then its Complete state. Partitions

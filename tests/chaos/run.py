@@ -263,7 +263,7 @@ def run_inside(args: argparse.Namespace, network: Network) -> dict[str, Any]:
         if not args.control:  # with durability given up, lost writes are never read
             _drain(cluster, history, queue, txn)
         queue.stop()
-        txn.stop()
+        txn.stop(stuck=("txn-processor",) if history.count("ctp-stalled") else ())
         note(f"drained; {queue_acked} queue acks")
         report = Report()
         reads = {
@@ -277,7 +277,7 @@ def run_inside(args: argparse.Namespace, network: Network) -> dict[str, Any]:
         check_queue(history, reads["queue"], report)
         check_txn(history, reads["txn"], reads["txn-out"], txn.per_txn, report)
         return {"ok": report.ok, "counts": report.counts, "examples": report.examples,
-                "totals": report.totals, "log": log}
+                "totals": report.totals, "liveness": report.liveness, "log": log}
     except BaseException as exc:
         with contextlib.suppress(Exception):
             _save(work, history, {})
@@ -349,7 +349,10 @@ def _drain(cluster: ChaosCluster, history: History, queue: QueueWorkload,
     def copied() -> bool:
         out = final_read(cluster.bootstrap, "txn-out", txn.partitions, "read_committed")
         return sum(len(v) for v in out.values()) >= target
-    cluster.wait(copied, "the processor to copy every committed record", 120, ("txn-out",))
+    try:
+        cluster.wait(copied, "the processor to copy every committed record", 120, ("txn-out",))
+    except AssertionError:
+        history.add("ctp-stalled", threads=_thread_stacks().get("txn-processor", ""))
     cluster.wait(lambda: settled("txn-out"), "every transaction on txn-out to end", 120,
                  ("txn-out",))
 
@@ -425,8 +428,9 @@ def table(reports: list[tuple[str, dict[str, Any]]]) -> str:
             lines.append(f"{name:<20} ERROR {r['error']}")
             continue
         totals, counts = r["totals"], r["counts"]
+        stalled = " (processor stalled)" if r.get("liveness", {}).get("ctp_stalled") else ""
         lines.append(f"{name:<20}{totals.get('acked', 0):>8}{totals.get('txns_committed', 0):>6} "
-                     + " ".join(f"{counts.get(c, 0):>10}" for c in checks))
+                     + " ".join(f"{counts.get(c, 0):>10}" for c in checks) + stalled)
     return "\n".join(lines)
 
 
@@ -448,7 +452,9 @@ def main() -> None:
         args.scenario = args.scenario[0]
         report = run_inside(args, _network_from_env())
         Path(args.out).write_text(json.dumps(report, default=str))
-        return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # a client thread stuck in librdkafka must not hold the exit
     scenarios = args.scenario or ["all"]
     if "all" in scenarios:
         scenarios = [*RANDOM_FAULTS, "random"]

@@ -196,3 +196,40 @@ async def test_a_broker_that_no_longer_coordinates_says_so(
     assert await txns.end_txn("t6", pid, epoch, commit=True) == ErrorCode.not_coordinator
     assert txns.add_partitions("t6", pid, epoch, [("data", 1)]) == {
         ("data", 1): ErrorCode.not_coordinator}
+
+
+async def test_markers_that_fail_are_tried_again_within_a_second(
+        services: Services) -> None:
+    """Until its markers are written a transactional id answers CONCURRENT_TRANSACTIONS: a
+    failed marker write is retried at once (Kafka's marker channel), not at the next cleanup
+    tick (transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s by default)."""
+    import asyncio
+
+    from samsa.coordinator.txn_coordinator import MarkerError
+
+    coordinator = TransactionCoordinator(services, services.state)
+    await coordinator.start()
+    try:
+        _, pid, epoch = await coordinator.init_producer_id("t7", 60_000)
+        coordinator.add_partitions("t7", pid, epoch, [("data", 0)])
+        attempts = []
+        real_complete = coordinator._complete
+
+        async def flaky_complete(meta, commit):  # type: ignore[no-untyped-def]
+            attempts.append(asyncio.get_running_loop().time())
+            if len(attempts) <= 2:  # the partition's leader unreachable, twice
+                raise MarkerError("no live leader")
+            await real_complete(meta, commit)
+
+        coordinator._complete = flaky_complete  # type: ignore[method-assign]
+        assert await coordinator.end_txn("t7", pid, epoch, commit=True) == ErrorCode.none
+        deadline = asyncio.get_running_loop().time() + 5
+        while coordinator.txns["t7"].state != TxnState.COMPLETE_COMMIT:
+            assert asyncio.get_running_loop().time() < deadline, attempts
+            await asyncio.sleep(0.05)
+        assert len(attempts) == 3 and attempts[-1] - attempts[0] < 3
+        assert markers(services, 0) == [True]
+        assert coordinator.add_partitions("t7", pid, epoch, [("data", 1)]) == {
+            ("data", 1): ErrorCode.none}  # the next transaction may go on
+    finally:
+        await coordinator.stop()
