@@ -23,6 +23,7 @@ from typing import Any
 from faults.faultfs import unmount
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from waiting import wait_for
 
 from samsa.tools.cluster import die_with_parent
 from samsa.tools.zookeeper_server import ZooKeeperServer, terminate_process
@@ -250,15 +251,8 @@ class ChaosCluster:
 
     def wait(self, predicate: Any, what: str, timeout: float = 60,
              topics: tuple[str, ...] = ()) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            result = predicate()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout} s waiting for {what}\n"
-                                     f"{self.details(topics)}")
-            time.sleep(0.2)
+        return wait_for(predicate, timeout=timeout, what=what, interval=0.2,
+                        details=lambda: self.details(topics))
 
     def wait_full_isr(self, topic: str, partitions: int, timeout: float = 90) -> None:
         def full() -> bool:
