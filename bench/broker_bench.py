@@ -110,6 +110,8 @@ import confluent_kafka
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from proc_cpu import cpu_seconds
+
 # samsa-base: samsa from another source tree (--baseline), to compare two versions in one run
 BROKERS = ("samsa", "tansu", "samsa-base")
 SAMSAS = ("samsa", "samsa-base")
@@ -131,7 +133,6 @@ FLUSH_GRACE = 2.0
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 SETUP_TIMEOUT = 10.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -254,13 +255,7 @@ class BrokerProcess:
 
     def cpu_seconds(self) -> float:
         """utime + stime of the broker process, all its threads, from /proc/<pid>/stat."""
-        if self.proc is None:
-            return 0.0
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / CLK_TCK
-        return 0.0
+        return cpu_seconds(self.proc.pid if self.proc is not None else None)
 
     def log_tail(self, lines: int = 5) -> str:
         with contextlib.suppress(OSError):

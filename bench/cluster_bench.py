@@ -100,6 +100,8 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from samsa.tools.cluster import BrokerProcess, LocalCluster, die_with_parent
 from samsa.tools.zookeeper_server import free_port, port_in_use
 
+from proc_cpu import cpu_seconds, machine_busy_seconds
+
 PARTS = ("throughput", "failover_term", "failover_kill")
 WORKLOADS: dict[str, tuple[int, str, bool]] = {  # name: (replication factor, acks, idempotent)
     "rf1_acks1": (1, "1", False),
@@ -122,7 +124,6 @@ READY_TIMEOUT = 30.0
 RESTART_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 SETUP_TIMEOUT = 10.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 HOST = "127.0.0.1"
 
 
@@ -137,27 +138,6 @@ def emit(line: dict[str, Any], results: list[dict[str, Any]]) -> None:
 
 def rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """utime + stime of a process, all its threads, from /proc/<pid>/stat (0 if gone)."""
-    if pid is None:
-        return 0.0
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    return 0.0
-
-
-def machine_busy_seconds() -> float:
-    """CPU time all processes of the machine have used (every core): /proc/stat's first line,
-    all but idle and iowait."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:9]]
-        return (sum(fields) - fields[3] - fields[4]) / CLK_TCK
-    return 0.0
 
 
 def free_ports() -> tuple[int, int]:

@@ -50,9 +50,10 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from samsa.protocol.client import SIZE, ClientCodec
 from samsa.records.record import RecordInput, encode_batch
 
+from proc_cpu import cpu_seconds
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 TOPIC = "cost"
-TICK = os.sysconf("SC_CLK_TCK")
 WARMUP = 500
 
 
@@ -85,11 +86,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 class Client:
@@ -151,9 +147,9 @@ def measure(tree: Path, kind: str, requests: int, profile: Path | None) -> float
             api_key, version, body = REQUESTS[kind]()
             frame, _ = client.codec.encode(api_key, version, body)
             client.repeat(frame, WARMUP)
-            before = _cpu_seconds(proc.pid)
+            before = cpu_seconds(proc.pid)
             client.repeat(frame, requests)
-            cpu = _cpu_seconds(proc.pid) - before
+            cpu = cpu_seconds(proc.pid) - before
             client.sock.close()
         finally:
             proc.send_signal(signal.SIGINT)

@@ -88,6 +88,8 @@ import samsa
 from samsa.pipeline.events import Topics
 from samsa.pipeline.generate import generate
 
+from proc_cpu import ProcStat, read_stat
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -98,7 +100,6 @@ BASELINE = "parquet_scan"
 SETUP_TIMEOUT = 60.0
 PRODUCE_TIMEOUT = 300.0
 POLL_TIMEOUT_MS = 30_000
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def say(text: str) -> None:
@@ -213,43 +214,30 @@ def make_spark(master: str, driver_memory: str) -> SparkSession:
 # --- CPU accounting -------------------------------------------------------------------------------
 
 
-def _stat(path: str) -> tuple[str, int, float] | None:
-    """(comm, ppid, utime + stime + cutime + cstime in seconds) from a /proc stat file."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError:
-        return None
-    comm = text[text.index("(") + 1 : text.rindex(")")]
-    fields = text[text.rindex(")") + 2 :].split()
-    ticks = sum(int(x) for x in fields[11:15])
-    return comm, int(fields[1]), ticks / CLK_TCK
-
-
 def cpu_snapshot(broker_tid: int | None) -> dict[tuple[str, int], float]:
     """CPU seconds so far of the broker thread, and of every JVM and Python process below us."""
     out: dict[tuple[str, int], float] = {}
     if broker_tid is not None:
-        st = _stat(f"/proc/self/task/{broker_tid}/stat")
+        st = read_stat(f"/proc/self/task/{broker_tid}/stat")
         if st is not None:
-            out[("broker", broker_tid)] = st[2]
-    procs: dict[int, tuple[str, int, float]] = {}
+            out[("broker", broker_tid)] = st.cpu_s + st.children_s
+    procs: dict[int, ProcStat] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            st = _stat(f"/proc/{entry}/stat")
+            st = read_stat(f"/proc/{entry}/stat")
             if st is not None:
                 procs[int(entry)] = st
     me = os.getpid()
-    for pid, (comm, _ppid, cpu) in procs.items():
-        ancestor, hops = procs[pid][1], 0
+    for pid, st in procs.items():
+        ancestor, hops = st.ppid, 0
         while ancestor not in (me, 0, 1) and ancestor in procs and hops < 64:
-            ancestor, hops = procs[ancestor][1], hops + 1
+            ancestor, hops = procs[ancestor].ppid, hops + 1
         if ancestor != me or pid == me:
             continue
-        if comm == "java":
-            out[("jvm", pid)] = cpu
-        elif comm.startswith("python"):
-            out[("pyworkers", pid)] = cpu
+        if st.comm == "java":
+            out[("jvm", pid)] = st.cpu_s + st.children_s
+        elif st.comm.startswith("python"):
+            out[("pyworkers", pid)] = st.cpu_s + st.children_s
     return out
 
 
