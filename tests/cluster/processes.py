@@ -374,14 +374,29 @@ def _raise_exited(broker: Broker) -> bool:
 
 
 @contextlib.contextmanager
-def process_cluster(tmp_path: Path, size: int = 3,
-                    overrides: dict[str, str] | None = None) -> Iterator[ProcessCluster]:
-    cluster = ProcessCluster(tmp_path, size, dict(overrides or {}))
+def process_cluster(tmp_path: Path, size: int = 3, overrides: dict[str, str] | None = None,
+                    broker_overrides: dict[int, dict[str, str]] | None = None
+                    ) -> Iterator[ProcessCluster]:
+    cluster = ProcessCluster(tmp_path, size, dict(overrides or {}), dict(broker_overrides or {}))
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.close()
+
+
+def new_leaders(cluster: ProcessCluster, topic: str, partitions: list[int],
+                gone: int) -> Callable[[], bool]:
+    """A predicate: these partitions have a leader other than ``gone``, and ``gone`` left
+    their ISRs."""
+    def moved() -> bool:
+        for p in partitions:
+            state = cluster.state(topic, p)
+            if state is None or state.leader in (-1, gone) or gone in state.isr:
+                return False
+        return True
+
+    return moved
 
 
 # --- clients ------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from .processes import (
     ContinuousProducer,
     ProcessCluster,
     check_acked_exactly_once,
+    new_leaders,
     process_cluster,
     read_partitions,
     replica_records,
@@ -52,20 +53,6 @@ CONTROLLER_DECISION = re.compile(r"samsa\.zk\.controller: \S+-\d+: leader ")
 def cluster(tmp_path: Path) -> Iterator[ProcessCluster]:
     with process_cluster(tmp_path) as c:
         yield c
-
-
-def new_leaders(cluster: ProcessCluster, topic: str, partitions: list[int],
-                gone: int) -> Callable[[], bool]:
-    """A predicate: these partitions have a leader other than ``gone``, and ``gone`` left
-    their ISRs."""
-    def moved() -> bool:
-        for p in partitions:
-            state = cluster.state(topic, p)
-            if state is None or state.leader in (-1, gone) or gone in state.isr:
-                return False
-        return True
-
-    return moved
 
 
 def led_by(cluster: ProcessCluster, topic: str, broker: int) -> list[int]:
