@@ -16,6 +16,7 @@ Needs root for the mounts (failing without it; the EIO case also needs libfuse2)
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +26,8 @@ from cluster.processes import (
     ContinuousProducer,
     ProcessCluster,
     check_acked_exactly_once,
+    new_leaders,
+    process_cluster,
     read_partitions,
 )
 from confluent_kafka.admin import NewTopic
@@ -45,18 +48,6 @@ HALT_LINE = "Shutdown broker because all log dirs in {} have failed"
 def _root() -> None:
     reason = tmpfs.available()
     assert reason is None, f"these tests need real mounts (root, libfuse2): {reason}"
-
-
-def moved_away(cluster: ProcessCluster, partitions: list[int], gone: int) -> Callable[[], bool]:
-    """These partitions have a leader other than ``gone``, which left their ISRs."""
-    def moved() -> bool:
-        for p in partitions:
-            state = cluster.state(TOPIC, p)
-            if state is None or state.leader in (-1, gone) or gone in state.isr:
-                return False
-        return True
-
-    return moved
 
 
 def check_offline_on_broker(cluster: ProcessCluster, offline: list[int]) -> None:
@@ -84,6 +75,35 @@ def check_everything_acked_is_there(cluster: ProcessCluster, producer: Continuou
     assert not producer.failed, producer.failed[:10]
     read = read_partitions(cluster.bootstrap, TOPIC, range(partitions))
     check_acked_exactly_once(producer.acked, read)
+
+
+def acked_more(cluster: ProcessCluster, producer: ContinuousProducer, more: int,
+               timeout: float) -> None:
+    """Until ``more`` further records are acknowledged (the topic's states and the brokers'
+    log tails if not)."""
+    producer.wait_progress(more, timeout, lambda: cluster.details([TOPIC]))
+
+
+@contextlib.contextmanager
+def producing(cluster: ProcessCluster, partitions: int) -> Iterator[ContinuousProducer]:
+    """The idempotent acks=all producer writing to TOPIC through the block, which begins once
+    it has 200 records acknowledged; after the block every one acknowledged is read back."""
+    producer = ContinuousProducer(cluster.bootstrap, TOPIC, partitions).start()
+    try:
+        acked_more(cluster, producer, 200, 30)
+        yield producer
+    finally:
+        producer.stop()
+    check_everything_acked_is_there(cluster, producer, partitions)
+
+
+def restart_and_catch_up(cluster: ProcessCluster, producer: ContinuousProducer,
+                         partitions: int) -> None:
+    """The failing broker, stopped and its disk repaired, starts again and rejoins every ISR;
+    the producer goes on."""
+    cluster.restart(FAILING)
+    cluster.wait_full_isr(TOPIC, range(partitions), timeout=60)
+    acked_more(cluster, producer, 100, 30)
 
 
 class Disk:
@@ -114,34 +134,22 @@ def only_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Disk]:
 def test_broker_whose_only_log_dir_fails_halts_and_leadership_moves(tmp_path: Path,
                                                                     only_disk: Disk) -> None:
     partitions = 3
-    cluster = ProcessCluster(tmp_path, 3)
     disk = only_disk.path
-    try:
-        cluster.start()
+    with process_cluster(tmp_path, 3) as cluster:
         cluster.create_topic(TOPIC, partitions, 3, {"min.insync.replicas": "2"})
-        details = lambda: cluster.details([TOPIC])  # noqa: E731
-        producer = ContinuousProducer(cluster.bootstrap, TOPIC, partitions).start()
-        try:
-            producer.wait_progress(200, 30, details)
+        with producing(cluster, partitions) as producer:
             only_disk.fail()
             broker = cluster.broker(FAILING)
             cluster.wait(lambda: not broker.running, f"broker {FAILING} to halt",
                          topics=[TOPIC])
             assert broker.proc is not None and broker.proc.returncode == 1
             assert HALT_LINE.format(disk) in broker.log_text()
-            cluster.wait(moved_away(cluster, list(range(partitions)), FAILING),
+            cluster.wait(new_leaders(cluster, TOPIC, list(range(partitions)), FAILING),
                          f"leaders other than broker {FAILING}", timeout=40, topics=[TOPIC])
-            producer.wait_progress(200, 60, details)
+            acked_more(cluster, producer, 200, 60)
 
             only_disk.repair()
-            cluster.restart(FAILING)
-            cluster.wait_full_isr(TOPIC, range(partitions), timeout=60)
-            producer.wait_progress(100, 30, details)
-        finally:
-            producer.stop()
-        check_everything_acked_is_there(cluster, producer, partitions)
-    finally:
-        cluster.close()
+            restart_and_catch_up(cluster, producer, partitions)
 
 
 @pytest.mark.timeout(300)
@@ -151,47 +159,34 @@ def test_one_of_two_log_dirs_fills_and_only_its_partitions_move(tmp_path: Path) 
     partitions = len(assignment)
     healthy = tmp_path / f"broker-{FAILING}"
     failing = tmp_path / f"broker-{FAILING}-b"
-    cluster = ProcessCluster(tmp_path, 3, broker_overrides={
-        FAILING: {"log.dirs": f"{healthy},{failing}"}})
-    with tmpfs.tmpfs(failing, "16m") as disk:
-        try:
-            cluster.start()
-            cluster.admin.create_topics([NewTopic(
-                TOPIC, num_partitions=partitions, replica_assignment=assignment,
-                config={"min.insync.replicas": "2"})])[TOPIC].result(30)
-            cluster.wait_full_isr(TOPIC, range(partitions))
-            on_disk = sorted(p for p in range(partitions) if (disk / f"{TOPIC}-{p}").is_dir())
-            kept = sorted(set(range(partitions)) - set(on_disk))
-            assert on_disk and kept, (on_disk, kept)
-            led = [p for p in range(partitions) if assignment[p][0] == FAILING]
-            assert set(led) & set(on_disk) and set(led) & set(kept), (led, on_disk)
-            details = lambda: cluster.details([TOPIC])  # noqa: E731
+    with tmpfs.tmpfs(failing, "16m") as disk, process_cluster(tmp_path, 3, broker_overrides={
+            FAILING: {"log.dirs": f"{healthy},{failing}"}}) as cluster:
+        cluster.admin.create_topics([NewTopic(
+            TOPIC, num_partitions=partitions, replica_assignment=assignment,
+            config={"min.insync.replicas": "2"})])[TOPIC].result(30)
+        cluster.wait_full_isr(TOPIC, range(partitions))
+        on_disk = sorted(p for p in range(partitions) if (disk / f"{TOPIC}-{p}").is_dir())
+        kept = sorted(set(range(partitions)) - set(on_disk))
+        assert on_disk and kept, (on_disk, kept)
+        led = [p for p in range(partitions) if assignment[p][0] == FAILING]
+        assert set(led) & set(on_disk) and set(led) & set(kept), (led, on_disk)
 
-            producer = ContinuousProducer(cluster.bootstrap, TOPIC, partitions).start()
-            try:
-                producer.wait_progress(200, 30, details)
-                filler = tmpfs.fill(disk)
-                cluster.wait(moved_away(cluster, on_disk, FAILING),
-                             f"{on_disk} to move away from broker {FAILING}", timeout=40,
-                             topics=[TOPIC])
-                producer.wait_progress(200, 60, details)
-                broker = cluster.broker(FAILING)
-                assert broker.running, broker.log_tail()
-                # the other directory's partitions stay: led (or followed in sync) by it
-                for p in kept:
-                    state = cluster.state(TOPIC, p)
-                    assert state is not None and FAILING in state.isr, (p, state)
-                    if p in led:
-                        assert state.leader == FAILING, (p, state)
-                check_offline_on_broker(cluster, on_disk)
+        with producing(cluster, partitions) as producer:
+            filler = tmpfs.fill(disk)
+            cluster.wait(new_leaders(cluster, TOPIC, on_disk, FAILING),
+                         f"{on_disk} to move away from broker {FAILING}", timeout=40,
+                         topics=[TOPIC])
+            acked_more(cluster, producer, 200, 60)
+            broker = cluster.broker(FAILING)
+            assert broker.running, broker.log_tail()
+            # the other directory's partitions stay: led (or followed in sync) by it
+            for p in kept:
+                state = cluster.state(TOPIC, p)
+                assert state is not None and FAILING in state.isr, (p, state)
+                if p in led:
+                    assert state.leader == FAILING, (p, state)
+            check_offline_on_broker(cluster, on_disk)
 
-                filler.unlink()  # the disk is repaired; the broker restarts to use it again
-                broker.terminate()
-                cluster.restart(FAILING)
-                cluster.wait_full_isr(TOPIC, range(partitions), timeout=60)
-                producer.wait_progress(100, 30, details)
-            finally:
-                producer.stop()
-            check_everything_acked_is_there(cluster, producer, partitions)
-        finally:
-            cluster.close()
+            filler.unlink()  # the disk is repaired; the broker restarts to use it again
+            broker.terminate()
+            restart_and_catch_up(cluster, producer, partitions)
