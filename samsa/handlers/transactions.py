@@ -133,6 +133,14 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
             member_id=getattr(request, "member_id", ""),
             instance_id=getattr(request, "group_instance_id", None), offsets=entries,
         )
+        # the offsets must reach the ISR before the client may end the transaction (Kafka
+        # appends them with acks=-1): a new coordinator would not know them and the
+        # transaction's input would be read again
+        if any(code == ErrorCode.none for code in codes.values()):
+            failed = await groups.wait_replicated(request.group_id)
+            if failed is not None:
+                codes = {tp: failed if code == ErrorCode.none else code
+                         for tp, code in codes.items()}
     return {"throttle_time": 0, "topics": [
         {"name": topic.name, "partitions": [
             {"partition_index": p.partition_index,

@@ -17,7 +17,6 @@ acknowledged (with its partition and offset), what failed and what was read. Thr
 
 from __future__ import annotations
 
-import logging
 import os
 import random
 import threading
@@ -299,15 +298,11 @@ class TxnWorkload(_Worker):
         config: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "transactional.id": txn_id,
                                   "transaction.timeout.ms": 60000, "message.timeout.ms": 60000,
                                   **QUIET}
-        debug_file = os.environ.get("SAMSA_CHAOS_CLIENT_DEBUG")  # librdkafka's eos debug log
-        if debug_file:
-            logger = logging.getLogger(f"chaos.librdkafka.{txn_id}")
-            if not logger.handlers:
-                handler = logging.FileHandler(f"{debug_file}.{txn_id}")
-                handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-                logger.addHandler(handler)
-                logger.setLevel(logging.DEBUG)
-            config.update(debug="eos,protocol,broker", log_level=7, logger=logger)
+        if os.environ.get("SAMSA_CHAOS_CLIENT_DEBUG"):
+            # librdkafka's eos debug log on the run's stderr, written by librdkafka's own
+            # threads: a Python logger would only get the lines a poll() serves, and a client
+            # stuck in a blocking call serves none
+            config.update(debug="eos,protocol,broker", log_level=7)
         producer = Producer(config)
         producer.init_transactions(60)
         return producer
