@@ -21,10 +21,13 @@ transactions
 * ``committed_lost``: a transaction whose commit was acknowledged, missing from the final read;
 * ``txn_duplicated``: a record of a transaction seen twice by the final read;
 * ``ctp_wrong``: the consume-transform-produce output is not each committed input exactly once
-  (or, when the processor stalled, holds something twice or from an uncommitted input).
+  (or, when the processor stalled, holds something twice or from an uncommitted input);
+* ``ctp_stalled``: the processor did not copy every committed input in time after the faults
+  healed (consumption did not resume).
 
-Liveness, reported beside: ``ctp_stalled`` (the processor did not resume copying after the
-faults healed; an open finding, see README).
+Reported beside, not failed: ``client_hangs``, the processor's calls that librdkafka left
+blocked far past their timeout (a known client bug, see ``workloads.TxnWorkload._send_offsets``);
+the processor goes on with a new producer.
 """
 
 from __future__ import annotations
@@ -43,8 +46,7 @@ class Report:
     counts: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[Any]] = field(default_factory=dict)
     totals: dict[str, int] = field(default_factory=dict)
-    # progress that did not resume (reported, not a safety violation): ctp_stalled, the
-    # consume-transform-produce processor did not copy every committed record in time
+    # what the clients did wrong (reported, not failed): client_hangs
     liveness: dict[str, int] = field(default_factory=dict)
 
     def flag(self, check: str, items: list[Any]) -> None:
@@ -127,11 +129,12 @@ def check_txn(history: History, final: dict[int, list[tuple[int, bytes]]],
     outputs = Counter(v.decode().removeprefix("out:") for records in output.values()
                       for _, v in records)
     wrong = [(v, n) for v, n in outputs.items() if n != 1 or txn_of(v) not in seen]
-    stalled = history.count("ctp-stalled") > 0
-    if not stalled:  # a stalled processor has not copied everything: not a safety violation
+    stalled = history.of("ctp-stalled")
+    if not stalled:  # what a stalled processor did not copy is counted once, as the stall
         wrong += [(v, 0) for v in set(final_values) if v not in outputs]
     report.flag("ctp_wrong", sorted(wrong))
-    report.liveness["ctp_stalled"] = int(stalled)
+    report.flag("ctp_stalled", [e.get("threads", "")[-300:] for e in stalled])
+    report.liveness["client_hangs"] = history.count("ctp-client-hang")
     report.totals.update(txns_committed=len(committed), txns_aborted=len(aborted),
                          txns_unknown=history.count("txn-unknown"),
                          txn_records=len(final_values), ctp_outputs=sum(outputs.values()))

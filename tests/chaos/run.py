@@ -35,7 +35,14 @@ from faults.tmpfs import fill
 from .checker import Report, check_queue, check_txn
 from .netns import Network, Node, available
 from .nodes import ChaosCluster
-from .workloads import History, QueueWorkload, TxnWorkload, end_offsets, final_read
+from .workloads import (
+    SEND_OFFSETS_HANG_S,
+    History,
+    QueueWorkload,
+    TxnWorkload,
+    end_offsets,
+    final_read,
+)
 
 NODES = ("ctl", "zk", "b1", "b2", "b3")
 TESTS_DIR = Path(__file__).resolve().parents[1]
@@ -350,7 +357,8 @@ def _drain(cluster: ChaosCluster, history: History, queue: QueueWorkload,
         out = final_read(cluster.bootstrap, "txn-out", txn.partitions, "read_committed")
         return sum(len(v) for v in out.values()) >= target
     try:
-        cluster.wait(copied, "the processor to copy every committed record", 120, ("txn-out",))
+        cluster.wait(copied, "the processor to copy every committed record",
+                     120 + SEND_OFFSETS_HANG_S, ("txn-out",))
     except AssertionError:
         history.add("ctp-stalled", threads=_thread_stacks().get("txn-processor", ""))
     cluster.wait(lambda: settled("txn-out"), "every transaction on txn-out to end", 120,
@@ -420,7 +428,7 @@ def _network_from_env() -> Network:
 def table(reports: list[tuple[str, dict[str, Any]]]) -> str:
     checks = ("lost", "moved", "duplicated", "reordered", "inconsistent_reads",
               "commit_regressions", "unconsumed", "client_crashes", "aborted_read", "partial",
-              "committed_lost", "txn_duplicated", "ctp_wrong")
+              "committed_lost", "txn_duplicated", "ctp_wrong", "ctp_stalled")
     lines = [f"{'scenario':<20}{'acked':>8}{'txns':>6} " + " ".join(f"{c[:10]:>10}"
                                                                    for c in checks)]
     for name, r in reports:
@@ -428,9 +436,10 @@ def table(reports: list[tuple[str, dict[str, Any]]]) -> str:
             lines.append(f"{name:<20} ERROR {r['error']}")
             continue
         totals, counts = r["totals"], r["counts"]
-        stalled = " (processor stalled)" if r.get("liveness", {}).get("ctp_stalled") else ""
+        hangs = r.get("liveness", {}).get("client_hangs", 0)
+        note = f" ({hangs} librdkafka hang(s))" if hangs else ""
         lines.append(f"{name:<20}{totals.get('acked', 0):>8}{totals.get('txns_committed', 0):>6} "
-                     + " ".join(f"{counts.get(c, 0):>10}" for c in checks) + stalled)
+                     + " ".join(f"{counts.get(c, 0):>10}" for c in checks) + note)
     return "\n".join(lines)
 
 

@@ -104,3 +104,19 @@ def test_transaction_anomalies_are_each_seen() -> None:
     not_copied = _check_txn(history, _records("0:0:0", "0:0:1", "0:2:0", "0:2:1"),
                             _records("out:0:0:0", "out:0:0:1", "out:0:2:0"))
     assert not_copied.counts["ctp_wrong"] == 1
+
+
+def test_a_stalled_processor_fails_and_a_client_hang_is_reported_beside() -> None:
+    log = _records("0:0:0", "0:0:1", "0:2:0", "0:2:1")
+    stalled = _txns([(0, 0), (0, 2)], [(0, 1)])
+    stalled.add("ctp-stalled", threads="... in send_offsets_to_transaction")
+    report = _check_txn(stalled, log, _records("out:0:0:0", "out:0:0:1"))
+    assert not report.ok
+    assert report.counts["ctp_stalled"] == 1
+    assert report.counts["ctp_wrong"] == 0  # the missing copies are the stall, counted once
+    hung = _txns([(0, 0), (0, 2)], [(0, 1)])
+    hung.add("ctp-client-hang", seconds=90.0, known="confluentinc/librdkafka#5511")
+    report = _check_txn(hung, log, _records("out:0:0:0", "out:0:0:1", "out:0:2:0",
+                                            "out:0:2:1"))
+    assert report.ok, report.problems()
+    assert report.liveness["client_hangs"] == 1

@@ -37,6 +37,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 QUIET = {"log_level": 0}  # librdkafka's own log lines would drown the report
+# past this, a send_offsets_to_transaction(timeout 60 s) call is a librdkafka hang
+SEND_OFFSETS_HANG_S = 90.0
 
 
 @dataclass
@@ -285,6 +287,7 @@ class TxnWorkload(_Worker):
         self.topic, self.output, self.partitions = topic, output, partitions
         self.producers, self.per_txn, self.abort_ratio = producers, per_txn, abort_ratio
         self.seed = seed
+        self._abandoned: list[Producer] = []  # producers stuck in a client call
 
     def start(self) -> None:
         create_topic(self.bootstrap, self.topic, self.partitions)
@@ -380,9 +383,10 @@ class TxnWorkload(_Worker):
                     for m in messages:
                         producer.produce(self.output, b"out:" + (m.value() or b""),
                                          partition=m.partition())
-                    producer.send_offsets_to_transaction(
-                        consumer.position(consumer.assignment()),
-                        consumer.consumer_group_metadata(), 60)
+                    if not self._send_offsets(producer, consumer):
+                        producer = None  # left to its stuck call; a new one fences it
+                        _rewind(consumer)
+                        continue
                     producer.commit_transaction(60)
                     self.history.add("ctp-committed", count=len(messages))
                 except KafkaException as exc:
@@ -398,6 +402,39 @@ class TxnWorkload(_Worker):
                     _rewind(consumer)
         finally:
             consumer.close()
+
+
+    def _send_offsets(self, producer: Producer, consumer: Consumer) -> bool:
+        """``send_offsets_to_transaction``, unless librdkafka hangs in it: False then.
+
+        librdkafka (2.16) can block there far past its timeout when the group's coordinator
+        was decommissioned (it left a Metadata response while its ZooKeeper session was gone,
+        as it leaves Kafka's): confluentinc/librdkafka#5511 and #5456, open. The call runs
+        in a thread of its own; past the timeout the processor gives that producer up (its
+        transaction is aborted when a new producer with the same transactional id fences
+        it) and the hang is counted as the client's, not the broker's."""
+        offsets = consumer.position(consumer.assignment())
+        metadata = consumer.consumer_group_metadata()
+        outcome: list[BaseException | None] = []
+
+        def send() -> None:
+            try:
+                producer.send_offsets_to_transaction(offsets, metadata, 60)
+                outcome.append(None)
+            except BaseException as exc:  # handed to the processor's thread
+                outcome.append(exc)
+
+        thread = threading.Thread(target=send, name="txn-processor-send-offsets", daemon=True)
+        thread.start()
+        thread.join(SEND_OFFSETS_HANG_S)
+        if not outcome:
+            self.history.add("ctp-client-hang", seconds=SEND_OFFSETS_HANG_S,
+                             known="confluentinc/librdkafka#5511")
+            self._abandoned.append(producer)  # never destroyed while its call is stuck
+            return False
+        if outcome[0] is not None:
+            raise outcome[0]
+        return True
 
 
 def _rewind(consumer: Consumer) -> None:
