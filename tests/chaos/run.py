@@ -44,7 +44,8 @@ PROJECT_DIR = TESTS_DIR.parent
 
 @dataclass(frozen=True)
 class Fault:
-    """One fault: ``apply`` starts it, ``heal`` ends it, held ``hold_s`` seconds between."""
+    """One fault: ``apply`` starts it, ``heal`` ends it, held ``hold_s`` seconds between; what
+    ``heal`` returns, when a string, is what it saw (for the run's log)."""
 
     name: str
     apply: Callable[[Network, ChaosCluster], Any]
@@ -61,8 +62,11 @@ def _brokers(cluster: ChaosCluster, but: int) -> list[str]:
     return [f"b{b}" for b in cluster.brokers if b != but]
 
 
-def _heal_network(network: Network, _cluster: ChaosCluster) -> None:
+def _heal_network(network: Network, _cluster: ChaosCluster) -> str | None:
+    seen = len(network.delayed)
     network.heal()
+    done = network.delayed[seen:]
+    return f"delayers: {done}" if done else None
 
 
 def leader_isolated(hold: float) -> Fault:
@@ -99,6 +103,26 @@ def one_way(hold: float) -> Fault:
 def lossy(hold: float) -> Fault:
     return Fault("30% packet loss at the leader",
                  lambda n, c: n.lossy(f"b{_leader(c)}", 0.3), _heal_network, hold)
+
+
+def delay(hold: float) -> Fault:
+    """The queue's leader's links to the other brokers slow: each packet held back 100 to 500
+    ms each way (round trips of about 0.6 s). Fetches, ISR changes and acks=all writes wait on
+    them; nothing may be lost or duplicated for it."""
+    def apply(n: Network, c: ChaosCluster) -> None:
+        leader = _leader(c)
+        n.delay(f"b{leader}", _brokers(c, leader), 0.3, 0.2, max_s=hold + 60)
+    return Fault("leader's links to its followers delayed 300 +- 200 ms", apply, _heal_network,
+                 hold)
+
+
+def delay_all(hold: float) -> Fault:
+    """Every link between two nodes (brokers, ZooKeeper, the clients) slow: 100 to 300 ms each
+    way."""
+    def apply(n: Network, _c: ChaosCluster) -> None:
+        for name in NODES:
+            n.delay_inbound(name, [o for o in NODES if o != name], 0.2, 0.1, max_s=hold + 60)
+    return Fault("every link delayed 200 +- 100 ms", apply, _heal_network, hold)
 
 
 def _process_fault(name: str, action: str, undo: str, hold: float) -> Fault:
@@ -174,9 +198,9 @@ def combined(first: Fault, second: Fault) -> Fault:
         first.apply(n, c)
         second.apply(n, c)
 
-    def heal(n: Network, c: ChaosCluster) -> None:
-        second.heal(n, c)
-        first.heal(n, c)
+    def heal(n: Network, c: ChaosCluster) -> str:
+        seen = [second.heal(n, c), first.heal(n, c)]
+        return "; ".join(s for s in seen if isinstance(s, str))
     return Fault(f"{first.name} + {second.name}", apply, heal,
                  max(first.hold_s, second.hold_s))
 
@@ -203,6 +227,7 @@ FAULTS: dict[str, Callable[[float], Fault]] = {
     "pause-long": pause_long, "pause-short": pause_short, "kill-restart": kill_restart,
     "clock-forward": clock_jump, "clock-back": clock_back,
     "disk-full": disk_full, "isolated-then-killed": isolated_then_killed,
+    "delay": delay, "delay-all": delay_all,
 }
 # What a random schedule draws from (the control experiment's fault needs its settings).
 RANDOM_FAULTS = sorted(set(FAULTS) - {"isolated-then-killed"})
@@ -253,8 +278,9 @@ def run_inside(args: argparse.Namespace, network: Network) -> dict[str, Any]:
             note(f"fault: {fault.name} (hold {fault.hold_s:g} s)")
             fault.apply(network, cluster)
             time.sleep(fault.hold_s)
-            fault.heal(network, cluster)
-            note(f"healed: {fault.name}; acks during it: {history.count('ack') - before}")
+            seen = fault.heal(network, cluster)
+            note(f"healed: {fault.name}; acks during it: {history.count('ack') - before}"
+                 + (f"; {seen}" if isinstance(seen, str) and seen else ""))
             _wait_recovered(cluster, history, queue, txn, progress=not args.control)
         note("stopping the producers")
         queue_acked = history.count("ack")
