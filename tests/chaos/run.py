@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from faults.faultfs import FaultFs
 from faults.tmpfs import fill
 
 from .checker import Report, check_queue, check_txn
@@ -45,12 +46,14 @@ PROJECT_DIR = TESTS_DIR.parent
 @dataclass(frozen=True)
 class Fault:
     """One fault: ``apply`` starts it, ``heal`` ends it, held ``hold_s`` seconds between; what
-    ``heal`` returns, when a string, is what it saw (for the run's log)."""
+    ``heal`` returns, when a string, is what it saw (for the run's log). ``failing_disk``: it
+    needs the brokers' failing log dirs (``ChaosCluster.failing_disks``)."""
 
     name: str
     apply: Callable[[Network, ChaosCluster], Any]
     heal: Callable[[Network, ChaosCluster], Any]
     hold_s: float
+    failing_disk: bool = False
 
 
 def _leader(cluster: ChaosCluster, topic: str = "queue", partition: int = 0) -> int:
@@ -175,21 +178,92 @@ def isolated_then_killed(hold: float) -> Fault:
     return Fault("leader cut off from its followers, then killed", apply, heal, hold)
 
 
+def _start_repaired(c: ChaosCluster, broker_id: int) -> None:
+    """After a disk fault, the disk repaired: the broker started again if it halted, restarted
+    if it runs with a log dir offline (Kafka takes a failed dir back only at a restart)."""
+    broker = c.brokers[broker_id]
+    if not broker.running:
+        broker.start()
+    elif c.offline_replicas(broker_id):
+        broker.restart()
+
+
 def disk_full(hold: float) -> Fault:
-    """The queue's leader's log dir fills up: the broker takes it offline and, having no other,
-    halts (Kafka's rule); the disk is emptied and the broker started again."""
+    """The queue's leader's disk fills up: the broker takes its log dirs offline and, having no
+    other, halts (Kafka's rule); the disk is emptied and the broker started again."""
     chosen: dict[str, Any] = {}
 
     def apply(_n: Network, c: ChaosCluster) -> None:
         chosen["broker"] = broker = _leader(c)
-        chosen["filler"] = fill(c.brokers[broker].log_dir)
+        chosen["filler"] = fill(c.brokers[broker].disk)
 
     def heal(_n: Network, c: ChaosCluster) -> None:
         chosen["filler"].unlink()
+        _start_repaired(c, chosen["broker"])
+    return Fault("leader's disk full", apply, heal, hold)
+
+
+def _hosted(failing: FaultFs) -> set[tuple[str, int]]:
+    """The partitions whose logs are in this log dir (its backing directory)."""
+    out = set()
+    for entry in failing.backing.iterdir():
+        topic, _, partition = entry.name.rpartition("-")
+        if topic and partition.isdigit():
+            out.add((topic, int(partition)))
+    return out
+
+
+def _leaderships(c: ChaosCluster) -> dict[tuple[str, int], dict[str, Any]]:
+    assert c.zk is not None
+    return {(topic, p): state for topic in c.zk.get_children("/brokers/topics")
+            for p, state in c.partition_states(topic).items()}
+
+
+def eio(hold: float) -> Fault:
+    """A broker's second log dir starts failing every write with EIO (faultfs): the broker
+    leading the most partitions there. It must take the dir offline (its replicas there answer
+    KAFKA_STORAGE_ERROR), list them for the controller, which moves their leaderships away, and
+    go on with its other dir. Healed as Kafka requires: the disk repaired and the broker
+    restarted. Unless it was stopped or paused meanwhile (another fault), the heal first waits
+    (60 s at most) until no partition of that dir is led by it."""
+    chosen: dict[str, Any] = {}
+
+    def apply(_n: Network, c: ChaosCluster) -> None:
+        states = _leaderships(c)
+
+        def led_there(broker: int) -> int:
+            failing = c.brokers[broker].failing_dir
+            assert failing is not None, "the cluster was started without failing_disks"
+            return sum(1 for tp in _hosted(failing) if states.get(tp, {}).get("leader") == broker)
+        chosen["broker"] = broker = max(sorted(c.brokers), key=led_there)
+        failing = c.brokers[broker].failing_dir
+        assert failing is not None
+        chosen["partitions"] = _hosted(failing)
+        failing.fail()
+
+    def heal(_n: Network, c: ChaosCluster) -> str:
         broker = c.brokers[chosen["broker"]]
-        if not broker.running:  # it halted, as it should have if it wrote meanwhile
-            broker.start()
-    return Fault("leader's log dir full", apply, heal, hold)
+        failing = broker.failing_dir
+        assert failing is not None
+        partitions = chosen["partitions"]
+
+        def moved() -> bool:
+            if not broker.running or broker.paused:
+                return True  # another fault stopped it: it may not have written since
+            states = _leaderships(c)
+            return not any(tp in states and states[tp]["leader"] == broker.broker_id
+                           for tp in partitions)
+        c.wait(moved, f"the leaderships of broker {broker.broker_id}'s failed log dir "
+               f"({len(partitions)} partitions) to move away", 60)
+        if broker.running and not broker.paused:
+            seen = (f"broker {broker.broker_id}: {len(c.offline_replicas(broker.broker_id))} "
+                    f"replicas offline (of {len(partitions)} in {failing.mountpoint})")
+        else:
+            seen = f"broker {broker.broker_id} was stopped or paused"
+        failing.heal()
+        _start_repaired(c, broker.broker_id)
+        return seen
+    return Fault("a log dir failing with EIO", apply, heal, hold, failing_disk=True)
 
 
 def combined(first: Fault, second: Fault) -> Fault:
@@ -202,7 +276,7 @@ def combined(first: Fault, second: Fault) -> Fault:
         seen = [second.heal(n, c), first.heal(n, c)]
         return "; ".join(s for s in seen if isinstance(s, str))
     return Fault(f"{first.name} + {second.name}", apply, heal,
-                 max(first.hold_s, second.hold_s))
+                 max(first.hold_s, second.hold_s), first.failing_disk or second.failing_disk)
 
 
 def clock_jump(hold: float, offset_s: float = 600.0) -> Fault:
@@ -227,7 +301,7 @@ FAULTS: dict[str, Callable[[float], Fault]] = {
     "pause-long": pause_long, "pause-short": pause_short, "kill-restart": kill_restart,
     "clock-forward": clock_jump, "clock-back": clock_back,
     "disk-full": disk_full, "isolated-then-killed": isolated_then_killed,
-    "delay": delay, "delay-all": delay_all,
+    "delay": delay, "delay-all": delay_all, "eio": eio,
 }
 # What a random schedule draws from (the control experiment's fault needs its settings).
 RANDOM_FAULTS = sorted(set(FAULTS) - {"isolated-then-killed"})
@@ -254,7 +328,9 @@ def schedule(scenario: str, rounds: int, seed: int) -> list[Fault]:
 def run_inside(args: argparse.Namespace, network: Network) -> dict[str, Any]:
     work = Path(args.work_dir)
     overrides = dict(o.split("=", 1) for o in args.override or ())
-    cluster = ChaosCluster(network, work, overrides=overrides)
+    faults = schedule(args.scenario, args.rounds, args.seed)
+    cluster = ChaosCluster(network, work, overrides=overrides,
+                           failing_disks=any(f.failing_disk for f in faults))
     history = History()
     queue = txn = None
     log: list[str] = []
@@ -273,7 +349,7 @@ def run_inside(args: argparse.Namespace, network: Network) -> dict[str, Any]:
         txn.start()
         cluster.wait(lambda: history.count("ack") >= 50 and history.count("txn-committed") >= 2,
                      "the workloads to get going", 90, ("queue", "txn"))
-        for fault in schedule(args.scenario, args.rounds, args.seed):
+        for fault in faults:
             before = history.count("ack")
             note(f"fault: {fault.name} (hold {fault.hold_s:g} s)")
             fault.apply(network, cluster)

@@ -18,7 +18,7 @@ from .netns import Network, Node, available
 from .run import run, table
 
 SCENARIOS = ["zk-isolated", "leader-isolated", "pause-long", "kill-restart", "clock-forward",
-             "delay"]
+             "delay", "eio"]
 
 
 @pytest.mark.timeout(900)
