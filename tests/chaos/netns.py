@@ -9,10 +9,11 @@ the namespaces sees it) and its own loopback. Faults (``Network``):
 * ``partition(side, other)``: both ways between every node of one side and the other;
 * ``isolate(node)``: one node from every other;
 * ``lossy(node, p)``: each packet ``node`` receives is dropped with probability ``p``;
-* ``heal()``: every rule gone.
-
-The kernel of this project's machines has no ``netem``, so there are no added delays; slow
-links are processes paused by SIGSTOP instead (``nodes.py``).
+* ``delay(node, peers, delay_s, jitter_s)``: what ``node`` sends to ``peers`` and receives from
+  them is held back ``delay_s`` plus or minus ``jitter_s`` each way; ``delay_inbound``: what a
+  node receives (the kernel of this project's machines has no ``netem``: NFQUEUE rules and a
+  delayer process in the receiver's namespace, ``delay.py``);
+* ``heal()``: every rule and delayer gone.
 
 Needs root (``ip netns``); ``available()`` says whether this process can build one.
 """
@@ -26,6 +27,9 @@ import subprocess
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from .delay import Delayer
 
 SUBNET = "10.213.0"
 IPTABLES = "iptables-legacy" if shutil.which("iptables-legacy") else "iptables"
@@ -71,6 +75,9 @@ class Network:
     tag: str = field(default_factory=lambda: "sc" + uuid.uuid4().hex[:6])
     nodes: dict[str, Node] = field(default_factory=dict)
     _created: list[str] = field(default_factory=list)
+    _delayers: dict[tuple[str, float, float], Delayer] = field(default_factory=dict)
+    # what each delayer did once stopped (packets held, their mean delay, the kernel's drops)
+    delayed: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def hub(self) -> str:
@@ -107,6 +114,7 @@ class Network:
         self.nodes[name] = Node(name, namespace, ip)
 
     def close(self) -> None:
+        self._stop_delayers()
         for namespace in reversed(self._created):
             with contextlib.suppress(Exception):
                 _run("ip", "netns", "del", namespace, check=False)
@@ -149,12 +157,52 @@ class Network:
                        "statistic", "--mode", "random", "--probability", f"{probability:.3f}",
                        "-j", "DROP")
 
+    def delay(self, name: str, peers: Iterable[str], delay_s: float, jitter_s: float = 0.0,
+              max_s: float = 600.0) -> None:
+        """Hold back each packet between ``name`` and each of ``peers``, both ways, by
+        ``delay_s`` plus or minus up to ``jitter_s`` (each direction; at most ``max_s`` seconds,
+        then the links are fast again)."""
+        others = list(peers)
+        self.delay_inbound(name, others, delay_s, jitter_s, max_s)
+        for peer in others:
+            self.delay_inbound(peer, [name], delay_s, jitter_s, max_s)
+
+    def delay_inbound(self, name: str, sources: Iterable[str], delay_s: float,
+                      jitter_s: float = 0.0, max_s: float = 600.0) -> None:
+        """Hold back each packet ``name`` receives from ``sources`` by ``delay_s`` plus or
+        minus up to ``jitter_s`` (at most ``max_s`` seconds). Held where they are received,
+        not sent: ``delay.py`` says why."""
+        node = self.nodes[name]
+        key = (name, delay_s, jitter_s)
+        delayer = self._delayers.get(key)
+        if delayer is None:
+            number = len(self._delayers)  # queue numbers are per namespace; unique is enough
+            delayer = Delayer(node.exec_prefix(), number, delay_s, jitter_s, max_s).start()
+            self._delayers[key] = delayer
+        # in the mangle table, before filter's: a packet let go by the delayer goes on to the
+        # filter table, where a cut still drops it (an ACCEPT verdict ends its chain)
+        for source in sources:
+            self._iptables(node, "-t", "mangle", "-A", "INPUT", "-s", self.nodes[source].ip,
+                           "-j", "NFQUEUE", "--queue-num", str(delayer.number),
+                           "--queue-bypass")
+
+    def _stop_delayers(self) -> None:
+        for delayer in self._delayers.values():
+            try:
+                self.delayed.append(delayer.stop())
+            except Exception as exc:
+                self.delayed.append({"error": str(exc)})
+        self._delayers.clear()
+
     def heal(self) -> None:
         for node in self.nodes.values():
-            self._iptables(node, "-F", "INPUT")
-            self._iptables(node, "-F", "OUTPUT")
+            for table in ("filter", "mangle"):
+                self._iptables(node, "-t", table, "-F", "INPUT")
+                self._iptables(node, "-t", table, "-F", "OUTPUT")
+        self._stop_delayers()
 
     def rules(self) -> dict[str, str]:
         """Each node's iptables rules (for a failed test's report)."""
         return {name: node.run(IPTABLES, "-w", "-S", check=False).stdout
+                + node.run(IPTABLES, "-w", "-t", "mangle", "-S", check=False).stdout
                 for name, node in self.nodes.items()}

@@ -3,8 +3,10 @@
 
 Process faults: ``kill`` (SIGKILL), ``restart`` (same id and log dir), ``pause`` / ``resume``
 (SIGSTOP / SIGCONT), and ``set_clock``: the broker's wall clock moved by some seconds (the
-``clock_shim``, loaded into every broker). Each broker's log dir is a tmpfs of its own, so a
-fault can fill it up.
+``clock_shim``, loaded into every broker). Each broker has a disk of its own, a tmpfs that a
+fault can fill up, with its log dir ``logs`` on it; with ``failing_disks`` it has a second log
+dir, ``broker-<id>-eio``: tests/faults/faultfs.py over the same disk, whose writes a fault can
+make fail with EIO.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faults.faultfs import unmount
+from faults.faultfs import FaultFs, unmount
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from waiting import wait_for
@@ -64,14 +66,23 @@ class BrokerNode:
     proc: subprocess.Popen[bytes] | None = None
     paused: bool = False
     runs: int = 0
+    failing_dir: FaultFs | None = None  # the second log dir, whose writes can fail
 
     @property
     def address(self) -> str:
         return f"{self.node.ip}:{BROKER_PORT}"
 
     @property
-    def log_dir(self) -> Path:
+    def disk(self) -> Path:
+        """The tmpfs under every log dir of the broker."""
         return self.work_dir / f"broker-{self.broker_id}"
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = [self.disk / "logs"]
+        if self.failing_dir is not None:
+            dirs.append(self.failing_dir.mountpoint)
+        return dirs
 
     @property
     def log_path(self) -> Path:
@@ -91,7 +102,7 @@ class BrokerNode:
             "zookeeper.connect": self.zookeeper_connect,
             "broker.id": str(self.broker_id),
             "listeners": f"PLAINTEXT://{self.address}",
-            "log.dirs": str(self.log_dir),
+            "log.dirs": ",".join(map(str, self.log_dirs)),
         }
         command = [*self.node.exec_prefix(), sys.executable, "-m", "samsa.cli", "server"]
         for key, value in settings.items():
@@ -100,7 +111,8 @@ class BrokerNode:
 
     def start(self) -> None:
         assert not self.running, f"broker {self.broker_id} is already running"
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for directory in self.log_dirs:
+            directory.mkdir(parents=True, exist_ok=True)
         if not self.clock_file.exists():
             self.clock_file.write_text("0\n")
         self.runs += 1
@@ -145,6 +157,11 @@ class BrokerNode:
         if self.proc is not None:
             terminate_process(self.proc, 20)
 
+    def restart(self) -> None:
+        """Stopped (SIGTERM, then SIGKILL after 20 s) if it runs, and started again."""
+        self.terminate()
+        self.start()
+
     def log_tail(self, lines: int = 30) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -160,6 +177,7 @@ class ChaosCluster:
     work_dir: Path
     size: int = 3
     overrides: dict[str, str] = field(default_factory=dict)
+    failing_disks: bool = False  # a second log dir on each broker that a fault can fail
     zookeeper: ZooKeeperServer | None = None
     zk: KazooClient | None = None
     brokers: dict[int, BrokerNode] = field(default_factory=dict)
@@ -177,12 +195,16 @@ class ChaosCluster:
             self.brokers[i] = BrokerNode(i, self.network[f"b{i}"],
                                          self.zookeeper.connect_string, self.work_dir, settings)
         for broker in self.brokers.values():
-            # each log dir a disk of its own, that a fault can fill up (mounted before the
+            # each broker a disk of its own, that a fault can fill up (mounted before the
             # broker starts, so the broker's mount namespace has it too)
-            broker.log_dir.mkdir(parents=True, exist_ok=True)
+            broker.disk.mkdir(parents=True, exist_ok=True)
             subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs",
-                            str(broker.log_dir)], check=True, capture_output=True)
-            self._mounted.append(broker.log_dir)
+                            str(broker.disk)], check=True, capture_output=True)
+            self._mounted.append(broker.disk)
+            if self.failing_disks:
+                broker.failing_dir = FaultFs(broker.disk / "eio",
+                                             self.work_dir / f"broker-{broker.broker_id}-eio")
+                broker.failing_dir.__enter__()
         for broker in self.brokers.values():
             broker.start()
         self.wait(lambda: self.registered() == set(self.brokers) and self.controller(),
@@ -199,6 +221,10 @@ class ChaosCluster:
         if self.zookeeper is not None:
             with contextlib.suppress(Exception):
                 self.zookeeper.close()
+        for broker in self.brokers.values():
+            if broker.failing_dir is not None:
+                with contextlib.suppress(Exception):
+                    broker.failing_dir.close()
         for path in self._mounted:
             with contextlib.suppress(Exception):
                 unmount(path)
@@ -225,6 +251,15 @@ class ChaosCluster:
         except Exception:
             return None
         return int(json.loads(data)["brokerid"])
+
+    def offline_replicas(self, broker_id: int) -> set[tuple[str, int]]:
+        """The replicas the broker lists as in its offline log dirs (samsa's znode)."""
+        assert self.zk is not None
+        try:
+            data, _ = self.zk.get(f"/samsa/offline_replicas/{broker_id}")
+        except NoNodeError:
+            return set()
+        return {(e["topic"], e["partition"]) for e in json.loads(data)["partitions"]}
 
     def partition_states(self, topic: str) -> dict[int, dict[str, Any]]:
         assert self.zk is not None

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from faults.faultfs import FaultFs
 from faults.tmpfs import fill
 
 from .checker import Report, check_queue, check_txn
@@ -51,12 +52,15 @@ PROJECT_DIR = TESTS_DIR.parent
 
 @dataclass(frozen=True)
 class Fault:
-    """One fault: ``apply`` starts it, ``heal`` ends it, held ``hold_s`` seconds between."""
+    """One fault: ``apply`` starts it, ``heal`` ends it, held ``hold_s`` seconds between; what
+    ``heal`` returns, when a string, is what it saw (for the run's log). ``failing_disk``: it
+    needs the brokers' failing log dirs (``ChaosCluster.failing_disks``)."""
 
     name: str
     apply: Callable[[Network, ChaosCluster], Any]
     heal: Callable[[Network, ChaosCluster], Any]
     hold_s: float
+    failing_disk: bool = False
 
 
 def _leader(cluster: ChaosCluster, topic: str = "queue", partition: int = 0) -> int:
@@ -68,8 +72,11 @@ def _brokers(cluster: ChaosCluster, but: int) -> list[str]:
     return [f"b{b}" for b in cluster.brokers if b != but]
 
 
-def _heal_network(network: Network, _cluster: ChaosCluster) -> None:
+def _heal_network(network: Network, _cluster: ChaosCluster) -> str | None:
+    seen = len(network.delayed)
     network.heal()
+    done = network.delayed[seen:]
+    return f"delayers: {done}" if done else None
 
 
 def leader_isolated(hold: float) -> Fault:
@@ -106,6 +113,26 @@ def one_way(hold: float) -> Fault:
 def lossy(hold: float) -> Fault:
     return Fault("30% packet loss at the leader",
                  lambda n, c: n.lossy(f"b{_leader(c)}", 0.3), _heal_network, hold)
+
+
+def delay(hold: float) -> Fault:
+    """The queue's leader's links to the other brokers slow: each packet held back 100 to 500
+    ms each way (round trips of about 0.6 s). Fetches, ISR changes and acks=all writes wait on
+    them; nothing may be lost or duplicated for it."""
+    def apply(n: Network, c: ChaosCluster) -> None:
+        leader = _leader(c)
+        n.delay(f"b{leader}", _brokers(c, leader), 0.3, 0.2, max_s=hold + 60)
+    return Fault("leader's links to its followers delayed 300 +- 200 ms", apply, _heal_network,
+                 hold)
+
+
+def delay_all(hold: float) -> Fault:
+    """Every link between two nodes (brokers, ZooKeeper, the clients) slow: 100 to 300 ms each
+    way."""
+    def apply(n: Network, _c: ChaosCluster) -> None:
+        for name in NODES:
+            n.delay_inbound(name, [o for o in NODES if o != name], 0.2, 0.1, max_s=hold + 60)
+    return Fault("every link delayed 200 +- 100 ms", apply, _heal_network, hold)
 
 
 def _process_fault(name: str, action: str, undo: str, hold: float) -> Fault:
@@ -158,21 +185,92 @@ def isolated_then_killed(hold: float) -> Fault:
     return Fault("leader cut off from its followers, then killed", apply, heal, hold)
 
 
+def _start_repaired(c: ChaosCluster, broker_id: int) -> None:
+    """After a disk fault, the disk repaired: the broker started again if it halted, restarted
+    if it runs with a log dir offline (Kafka takes a failed dir back only at a restart)."""
+    broker = c.brokers[broker_id]
+    if not broker.running:
+        broker.start()
+    elif c.offline_replicas(broker_id):
+        broker.restart()
+
+
 def disk_full(hold: float) -> Fault:
-    """The queue's leader's log dir fills up: the broker takes it offline and, having no other,
-    halts (Kafka's rule); the disk is emptied and the broker started again."""
+    """The queue's leader's disk fills up: the broker takes its log dirs offline and, having no
+    other, halts (Kafka's rule); the disk is emptied and the broker started again."""
     chosen: dict[str, Any] = {}
 
     def apply(_n: Network, c: ChaosCluster) -> None:
         chosen["broker"] = broker = _leader(c)
-        chosen["filler"] = fill(c.brokers[broker].log_dir)
+        chosen["filler"] = fill(c.brokers[broker].disk)
 
     def heal(_n: Network, c: ChaosCluster) -> None:
         chosen["filler"].unlink()
+        _start_repaired(c, chosen["broker"])
+    return Fault("leader's disk full", apply, heal, hold)
+
+
+def _hosted(failing: FaultFs) -> set[tuple[str, int]]:
+    """The partitions whose logs are in this log dir (its backing directory)."""
+    out = set()
+    for entry in failing.backing.iterdir():
+        topic, _, partition = entry.name.rpartition("-")
+        if topic and partition.isdigit():
+            out.add((topic, int(partition)))
+    return out
+
+
+def _leaderships(c: ChaosCluster) -> dict[tuple[str, int], dict[str, Any]]:
+    assert c.zk is not None
+    return {(topic, p): state for topic in c.zk.get_children("/brokers/topics")
+            for p, state in c.partition_states(topic).items()}
+
+
+def eio(hold: float) -> Fault:
+    """A broker's second log dir starts failing every write with EIO (faultfs): the broker
+    leading the most partitions there. It must take the dir offline (its replicas there answer
+    KAFKA_STORAGE_ERROR), list them for the controller, which moves their leaderships away, and
+    go on with its other dir. Healed as Kafka requires: the disk repaired and the broker
+    restarted. Unless it was stopped or paused meanwhile (another fault), the heal first waits
+    (60 s at most) until no partition of that dir is led by it."""
+    chosen: dict[str, Any] = {}
+
+    def apply(_n: Network, c: ChaosCluster) -> None:
+        states = _leaderships(c)
+
+        def led_there(broker: int) -> int:
+            failing = c.brokers[broker].failing_dir
+            assert failing is not None, "the cluster was started without failing_disks"
+            return sum(1 for tp in _hosted(failing) if states.get(tp, {}).get("leader") == broker)
+        chosen["broker"] = broker = max(sorted(c.brokers), key=led_there)
+        failing = c.brokers[broker].failing_dir
+        assert failing is not None
+        chosen["partitions"] = _hosted(failing)
+        failing.fail()
+
+    def heal(_n: Network, c: ChaosCluster) -> str:
         broker = c.brokers[chosen["broker"]]
-        if not broker.running:  # it halted, as it should have if it wrote meanwhile
-            broker.start()
-    return Fault("leader's log dir full", apply, heal, hold)
+        failing = broker.failing_dir
+        assert failing is not None
+        partitions = chosen["partitions"]
+
+        def moved() -> bool:
+            if not broker.running or broker.paused:
+                return True  # another fault stopped it: it may not have written since
+            states = _leaderships(c)
+            return not any(tp in states and states[tp]["leader"] == broker.broker_id
+                           for tp in partitions)
+        c.wait(moved, f"the leaderships of broker {broker.broker_id}'s failed log dir "
+               f"({len(partitions)} partitions) to move away", 60)
+        if broker.running and not broker.paused:
+            seen = (f"broker {broker.broker_id}: {len(c.offline_replicas(broker.broker_id))} "
+                    f"replicas offline (of {len(partitions)} in {failing.mountpoint})")
+        else:
+            seen = f"broker {broker.broker_id} was stopped or paused"
+        failing.heal()
+        _start_repaired(c, broker.broker_id)
+        return seen
+    return Fault("a log dir failing with EIO", apply, heal, hold, failing_disk=True)
 
 
 def combined(first: Fault, second: Fault) -> Fault:
@@ -181,11 +279,11 @@ def combined(first: Fault, second: Fault) -> Fault:
         first.apply(n, c)
         second.apply(n, c)
 
-    def heal(n: Network, c: ChaosCluster) -> None:
-        second.heal(n, c)
-        first.heal(n, c)
+    def heal(n: Network, c: ChaosCluster) -> str:
+        seen = [second.heal(n, c), first.heal(n, c)]
+        return "; ".join(s for s in seen if isinstance(s, str))
     return Fault(f"{first.name} + {second.name}", apply, heal,
-                 max(first.hold_s, second.hold_s))
+                 max(first.hold_s, second.hold_s), first.failing_disk or second.failing_disk)
 
 
 def clock_jump(hold: float, offset_s: float = 600.0) -> Fault:
@@ -210,6 +308,7 @@ FAULTS: dict[str, Callable[[float], Fault]] = {
     "pause-long": pause_long, "pause-short": pause_short, "kill-restart": kill_restart,
     "clock-forward": clock_jump, "clock-back": clock_back,
     "disk-full": disk_full, "isolated-then-killed": isolated_then_killed,
+    "delay": delay, "delay-all": delay_all, "eio": eio,
 }
 # What a random schedule draws from (the control experiment's fault needs its settings).
 RANDOM_FAULTS = sorted(set(FAULTS) - {"isolated-then-killed"})
@@ -236,7 +335,9 @@ def schedule(scenario: str, rounds: int, seed: int) -> list[Fault]:
 def run_inside(args: argparse.Namespace, network: Network) -> dict[str, Any]:
     work = Path(args.work_dir)
     overrides = dict(o.split("=", 1) for o in args.override or ())
-    cluster = ChaosCluster(network, work, overrides=overrides)
+    faults = schedule(args.scenario, args.rounds, args.seed)
+    cluster = ChaosCluster(network, work, overrides=overrides,
+                           failing_disks=any(f.failing_disk for f in faults))
     history = History()
     queue = txn = None
     log: list[str] = []
@@ -255,13 +356,14 @@ def run_inside(args: argparse.Namespace, network: Network) -> dict[str, Any]:
         txn.start()
         cluster.wait(lambda: history.count("ack") >= 50 and history.count("txn-committed") >= 2,
                      "the workloads to get going", 90, ("queue", "txn"))
-        for fault in schedule(args.scenario, args.rounds, args.seed):
+        for fault in faults:
             before = history.count("ack")
             note(f"fault: {fault.name} (hold {fault.hold_s:g} s)")
             fault.apply(network, cluster)
             time.sleep(fault.hold_s)
-            fault.heal(network, cluster)
-            note(f"healed: {fault.name}; acks during it: {history.count('ack') - before}")
+            seen = fault.heal(network, cluster)
+            note(f"healed: {fault.name}; acks during it: {history.count('ack') - before}"
+                 + (f"; {seen}" if isinstance(seen, str) and seen else ""))
             _wait_recovered(cluster, history, queue, txn, progress=not args.control)
         note("stopping the producers")
         queue_acked = history.count("ack")
