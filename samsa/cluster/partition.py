@@ -47,6 +47,7 @@ class FollowerState:
     log_end_offset: int = -1  # unknown until its first fetch
     last_caught_up_ms: int = 0  # when it last fetched from at or past the leader's log end
     last_fetch_ms: int = 0
+    last_fetch_leader_end: int = -1  # the leader's log end when it fetched last
 
 
 class Partition:
@@ -167,11 +168,18 @@ class Partition:
         if state is None:
             return False
         now = _now_ms()
+        leader_end = self.log.log_end_offset
+        # as Kafka's Replica.updateFetchState: a follower that reached the log end the leader
+        # had at its previous fetch was caught up then, though a producer has appended since
+        # (under a steady load and a slow link it never reaches the current end)
+        caught_up_at = now if fetch_offset >= leader_end else (
+            state.last_fetch_ms if 0 <= state.last_fetch_leader_end <= fetch_offset else None)
+        if caught_up_at is not None:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, caught_up_at)
+            self._leaving.discard(replica_id)
         state.log_end_offset = fetch_offset
         state.last_fetch_ms = now
-        if fetch_offset >= self.log.log_end_offset:
-            state.last_caught_up_ms = now
-            self._leaving.discard(replica_id)
+        state.last_fetch_leader_end = leader_end
         if replica_id not in self.isr and fetch_offset >= self.high_watermark:
             self.isr.add(replica_id)  # caught up: back in sync
             if self.on_isr_change is not None:
