@@ -114,11 +114,14 @@ class ReplicaManager:
         for name in sorted(set(self.assignments) - names):
             log.info("topic %s was deleted: deleting its local replicas", name)
             self._remove_topic(name)
-        if not self._synced:  # first look: what was deleted or moved away while down
+        # the topics of the first look existed before this broker started: their replicas
+        # are not new (a log the broker cannot find may be in an offline log dir)
+        first = not self._synced
+        if first:  # first look: what was deleted or moved away while down
             self._synced = True
             self._drop_stale_logs(names, found)
         for name, (assignment, configs) in sorted(found.items()):
-            self._add_topic(name, assignment, configs)
+            self._add_topic(name, assignment, configs, is_new=not first)
 
     def _drop_stale_logs(self, names: set[str],
                          found: dict[str, tuple[TopicAssignment, dict[str, str]]]) -> None:
@@ -140,7 +143,8 @@ class ReplicaManager:
                 log.warning("deleting log %s-%d: not a replica of it any more", name, index)
                 self.replicas.drop_partition(name, index)
 
-    def _add_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str]) -> None:
+    def _add_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str],
+                   is_new: bool = True) -> None:
         if name in self.assignments or name in self.deleting or self._closed:
             return
         self.assignments[name] = assignment
@@ -150,7 +154,7 @@ class ReplicaManager:
                                  internal=name.startswith("__"), topic_id=assignment.topic_id)
         token = object()
         self._tokens[name] = token
-        watches = [self._add_partition(name, index, replicas.replicas, token)
+        watches = [self._add_partition(name, index, replicas.replicas, token, is_new)
                    for index, replicas in sorted(assignment.partitions.items())]
 
         def on_assignment(new: TopicAssignment | None) -> bool:
@@ -175,12 +179,13 @@ class ReplicaManager:
         self._loop.run_in_executor(None, register)
 
     def _add_partition(self, name: str, index: int, replicas: tuple[int, ...],
-                       token: object) -> Callable[[], None]:
-        """Track a partition (open it when this broker is a replica); the returned call
-        registers its state watch (blocking)."""
+                       token: object, is_new: bool = True) -> Callable[[], None]:
+        """Track a partition (open it when this broker is a replica; ``is_new``: the
+        partition is being created); the returned call registers its state watch
+        (blocking)."""
         self.partitions[(name, index)] = PartitionInfo(replicas)
         if self.broker_id in replicas:
-            self.replicas.open_replica(name, index, replicas)
+            self.replicas.open_replica(name, index, replicas, is_new=is_new)
 
         def watch(state: PartitionState | None, version: int) -> bool:
             if self._tokens.get(name) is not token:
