@@ -138,6 +138,8 @@ class KafkaServer:
             await self._start()
         except BaseException:
             await self.mode.stop()
+            if self.cleaner is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
             self.log_manager.abandon()  # the directory locks go; nothing more is written
             raise
 

@@ -7,6 +7,11 @@ directory are served as before, and the broker keeps running. Nothing acknowledg
 after the disk is repaired and the broker restarted, recovery finds every acknowledged record.
 With its only directory failed, a broker process halts with Kafka's one-line reason.
 
+At start-up (Kafka's LogManager) a directory that cannot be read or written is offline from
+the start and the broker starts on the others; its partitions are offline, never created
+afresh in a good directory. A single node's first directory holds its metadata (Kafka's
+default metadata.log.dir): when it fails the broker halts, and it does not start without it.
+
 Real mounts, so these tests need root (CI runs as root); they fail without it, never skip.
 """
 
