@@ -7,6 +7,8 @@ Watches (kazoo threads, moved onto the broker's event loop):
 * ``/admin/delete_topics``: a topic marked for deletion loses its local replicas at once, and
   the controller is told (Kafka's StopReplica with delete=true and its answer); the topic
   stays known until the controller, told by every live replica, has removed it;
+* ``/samsa/offline_replicas``: every broker's replicas in failed log directories, which
+  Metadata lists as offline (Kafka's brokers have them from the controller's UpdateMetadata);
 * every partition's state znode: the cluster's metadata (leader, leader epoch, ISR), which
   Metadata answers from. For a local replica the state is applied: the leader makes its
   partition leader (``Partition.make_leader``), the others follow it (``make_follower`` plus
@@ -68,6 +70,8 @@ class ReplicaManager:
         self._synced = False
         self.shutting_down = False
         self.deleting: set[str] = set()  # marked for deletion, their replicas deleted here
+        # broker -> its replicas in failed log directories (/samsa/offline_replicas)
+        self.offline_replicas: dict[int, frozenset[tuple[str, int]]] = {}
 
     @property
     def broker_id(self) -> int:
@@ -76,8 +80,16 @@ class ReplicaManager:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Watch the topics (blocking: run it in an executor); events go to ``loop``."""
         self._loop = loop
+        self.zk.watch_offline_replicas(
+            lambda broker, found: self._to_loop(self._offline_replicas_changed, broker, found))
         self.zk.watch_topic_deletions(self._on_deletions)
         self.zk.watch_topics(self._on_topics)
+
+    def _offline_replicas_changed(self, broker: int, found: set[tuple[str, int]]) -> None:
+        if found:
+            self.offline_replicas[broker] = frozenset(found)
+        else:
+            self.offline_replicas.pop(broker, None)
 
     async def stop(self) -> None:
         self._closed = True
