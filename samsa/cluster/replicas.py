@@ -15,6 +15,7 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.topics import Topic, TopicStore
 from samsa.config import LogConfig
 from samsa.errors import ErrorCode, KafkaError, KafkaStorageError
+from samsa.storage.log import Log
 from samsa.storage.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,9 @@ class Replicas:
         self.on_leadership: Callable[[str, int, bool], None] | None = None
         # told when a partition's log is deleted here (the log cleaner forgets it)
         self.on_drop: Callable[[TopicPartition], None] | None = None
+        # told of replicas that could not be opened because their log is (or may be) in an
+        # offline log directory (the broker tells the controller, as of a failed directory's)
+        self.on_offline: Callable[[list[TopicPartition]], None] | None = None
 
     def start(self, broker_id: int, topics: TopicStore) -> None:
         self.broker_id, self.topics = broker_id, topics
@@ -96,32 +100,39 @@ class Replicas:
                 log.warning("deleting log %s-%d: its topic no longer exists", *tp)
                 self.log_manager.delete(*tp)
         for topic in store.topics.values():
-            self.open_local(topic)
+            self.open_local(topic, is_new=False)
 
-    def open_local(self, topic: Topic) -> None:
-        """A single node: the topic's partitions, led here."""
+    def open_local(self, topic: Topic, *, is_new: bool = True) -> None:
+        """A single node: the topic's partitions, led here (``is_new``: the topic, or the
+        partitions not opened yet, are being created: see ``LogManager.get_or_create``)."""
         config = self.topic_log_config(topic.name)
         for p in range(topic.partitions):
             if (topic.name, p) not in self.partitions:
-                try:
-                    log_ = self.log_manager.get_or_create(topic.name, p, config)
-                except KafkaStorageError as exc:
-                    log.error("%s-%d: not opened: %s", topic.name, p, exc)
-                    continue
-                self.partitions[(topic.name, p)] = Partition(topic.name, p, log_,
-                                                             broker_id=self.broker_id)
+                log_ = self._open_log(topic.name, p, config, is_new)
+                if log_ is not None:
+                    self.partitions[(topic.name, p)] = Partition(topic.name, p, log_,
+                                                                 broker_id=self.broker_id)
 
-    def open_replica(self, name: str, index: int, replicas: tuple[int, ...]
-                     ) -> Partition | None:
+    def _open_log(self, name: str, index: int, config: LogConfig, is_new: bool) -> Log | None:
+        try:
+            return self.log_manager.get_or_create(name, index, config, is_new=is_new)
+        except KafkaStorageError as exc:
+            log.error("%s-%d: not opened: %s", name, index, exc)
+            if self.log_manager.is_offline((name, index)) and self.on_offline is not None:
+                self.on_offline([(name, index)])
+            return None
+
+    def open_replica(self, name: str, index: int, replicas: tuple[int, ...],
+                     *, is_new: bool = True) -> Partition | None:
         """Cluster mode: open (or create) the log of one replica hosted here. It leads nothing
         until the controller's state for it is applied (``Partition.leader_error``). None when
-        its log is in an offline directory (or cannot be created in any)."""
+        its log is (or may be) in an offline directory, or cannot be created in any
+        (``is_new``: the replica is being created, by a new topic or partition or a
+        reassignment: see ``LogManager.get_or_create``)."""
         partition = self.partitions.get((name, index))
         if partition is None:
-            try:
-                log_ = self.log_manager.get_or_create(name, index, self.topic_log_config(name))
-            except KafkaStorageError as exc:
-                log.error("%s-%d: replica not opened: %s", name, index, exc)
+            log_ = self._open_log(name, index, self.topic_log_config(name), is_new)
+            if log_ is None:
                 return None
             partition = Partition(
                 name, index, log_, broker_id=self.broker_id, replicas=replicas,

@@ -1,7 +1,21 @@
-"""Topic metadata of a single-node broker: names, ids, partition counts and config overrides.
+"""Topic metadata of a broker: names, ids, partition counts and config overrides.
 
-Kept in ``<first log dir>/__samsa_topics.json`` (written atomically). In cluster mode the same
-facts live in ZooKeeper instead.
+Kept in ``<first log dir>/__samsa_topics.json`` (written atomically).
+
+* A single node: this is the cluster's metadata, and the first log dir is its metadata dir
+  (Kafka's metadata.log.dir, by default the first of log.dirs, where a KRaft node keeps its
+  metadata log). An I/O error on the file takes that dir offline (``failures``) and the change
+  is refused (KafkaStorageError, nothing changed in memory either); the broker then halts, as
+  Kafka's does when its metadata log dir fails (KIP-858), and does not start until the dir is
+  repaired: a store that silently fell behind on one disk could later disagree with the logs
+  on another.
+* Cluster mode (``cache``): the same facts live in ZooKeeper, and this is the broker's copy of
+  them; the first log dir is a log dir like the others. When the file cannot be read or
+  written, the dir goes offline (its partitions with it, as for any I/O error there) and the
+  store carries on in memory, filled from ZooKeeper; it is not written while the dir is
+  offline. What the file adds in cluster mode is knowing, at the next start, which topic ids
+  this broker's logs belonged to (a topic deleted and created again while the broker was away):
+  a start with the first dir offline goes without it.
 """
 
 from __future__ import annotations
@@ -10,10 +24,13 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from samsa.durable import write_atomically
+from samsa.errors import KafkaStorageError
+from samsa.storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +62,41 @@ class Topic:
 
 
 class TopicStore:
-    def __init__(self, directory: Path) -> None:
-        self.path = Path(directory) / TOPICS_FILE
+    def __init__(self, directory: Path, failures: LogDirFailureChannel | None = None, *,
+                 cache: bool = False) -> None:
+        """``failures``: where an I/O error on the file takes ``directory`` offline;
+        ``cache``: cluster mode (see the module's docstring)."""
+        self.directory = Path(directory)
+        self.path = self.directory / TOPICS_FILE
         self.topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self._failures = failures
+        self.cache = cache
         self._load()
 
+    def _io_error(self, what: str, exc: OSError) -> None:
+        """Report an I/O error on the file: its directory goes offline. Raises unless the
+        store is a cache."""
+        if self._failures is not None:
+            self._failures.maybe_add_offline_log_dir(self.directory, f"{what} {TOPICS_FILE}",
+                                                     exc)
+        if not self.cache:
+            raise KafkaStorageError(f"I/O error {what} {self.path}: {exc}") from exc
+        log.warning("the topic store is kept in memory only from now on: %s %s failed: %s",
+                    what, self.path, exc)
+
     def _load(self) -> None:
+        if self._offline():
+            if not self.cache:
+                raise KafkaStorageError(f"the log dir {self.directory} of {TOPICS_FILE} "
+                                        "is offline")
+            return
         try:
             data = json.loads(self.path.read_text())
         except FileNotFoundError:
+            return
+        except OSError as exc:
+            self._io_error("reading", exc)
             return
         for t in data.get("topics", []):
             topic = Topic(
@@ -63,7 +105,14 @@ class TopicStore:
             )
             self._add(topic)
 
+    def _offline(self) -> bool:
+        return self._failures is not None and self._failures.is_offline(self.directory)
+
     def _save(self) -> None:
+        if self._offline():
+            if self.cache:
+                return  # in memory only until the dir is back (a restart)
+            raise KafkaStorageError(f"the log dir {self.directory} of {TOPICS_FILE} is offline")
         data = {
             "version": 1,
             "topics": [
@@ -72,7 +121,10 @@ class TopicStore:
                 for t in self.topics.values()
             ],
         }
-        write_atomically(self.path, json.dumps(data, indent=1).encode())
+        try:
+            write_atomically(self.path, json.dumps(data, indent=1).encode())
+        except OSError as exc:
+            self._io_error("writing", exc)
 
     def _add(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -91,20 +143,34 @@ class TopicStore:
         """A new topic; ``topic_id`` when the cluster already named it (ZooKeeper mode)."""
         topic = Topic(name, topic_id or uuid.uuid4(), partitions, dict(configs or {}), internal)
         self._add(topic)
-        self._save()
+        self._commit(lambda: self._remove(topic))
         return topic
 
     def delete(self, name: str) -> Topic | None:
-        topic = self.topics.pop(name, None)
+        topic = self.topics.get(name)
         if topic is not None:
-            self._by_id.pop(topic.topic_id, None)
-            self._save()
+            self._remove(topic)
+            self._commit(lambda: self._add(topic))
         return topic
 
     def set_partitions(self, name: str, partitions: int) -> None:
-        self.topics[name].partitions = partitions
-        self._save()
+        topic = self.topics[name]
+        before, topic.partitions = topic.partitions, partitions
+        self._commit(lambda: setattr(topic, "partitions", before))
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.topics[name].configs = dict(configs)
-        self._save()
+        topic = self.topics[name]
+        before, topic.configs = topic.configs, dict(configs)
+        self._commit(lambda: setattr(topic, "configs", before))
+
+    def _remove(self, topic: Topic) -> None:
+        self.topics.pop(topic.name, None)
+        self._by_id.pop(topic.topic_id, None)
+
+    def _commit(self, undo: Callable[[], object]) -> None:
+        """Save a change made in memory; undone when the store of record cannot save it."""
+        try:
+            self._save()
+        except KafkaStorageError:
+            undo()
+            raise

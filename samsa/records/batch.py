@@ -1,11 +1,13 @@
 """RecordBatch v2 (magic 2) header view: what the produce and fetch paths touch.
 
-Only the 61-byte header is ever parsed here; records stay opaque bytes. Byte layout:
-shared/kafka-protocol/INDEX.md section 5.1.
+The 61-byte header is parsed here; of the records, a client's batch has only its length
+varints walked (``records_problem``: do they hold the records the header counts?), never their
+fields. Byte layout: shared/kafka-protocol/INDEX.md section 5.1.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterator
 from enum import IntEnum
@@ -136,9 +138,15 @@ def validate_batches(
     ``from_client=False`` is for batches copied from a leader: they may be control batches or
     compacted (fewer records than their offset span), so only framing and CRC are checked.
 
-    Returns the parsed headers. Raises CorruptRecordError (framing, CRC), InvalidRecordError
-    (counts, control batches from clients, missing sequence), UnsupportedForMessageFormatError
-    (magic 0/1) or UnsupportedCompressionError. Cost is per batch: the header and one CRC-32C.
+    A client's batch must also hold the records its header counts, as Kafka's LogValidator
+    finds when it iterates them: the records' length varints are walked (a compressed batch's
+    after decompressing it), never their fields.
+
+    Returns the parsed headers. Raises CorruptRecordError (framing, CRC, a compressed payload
+    that does not decompress), InvalidRecordError (counts, records that disagree with the
+    count, control batches from clients, missing sequence), UnsupportedForMessageFormatError
+    (magic 0/1) or UnsupportedCompressionError. Cost: the header and one CRC-32C per batch,
+    and one step per record of the client's batches.
     """
     view = memoryview(buf)
     total = len(view)
@@ -176,6 +184,7 @@ def validate_batches(
             raise InvalidRecordError(f"negative lastOffsetDelta {header.last_offset_delta}")
         if from_client:
             _check_client_batch(header, internal)
+            _check_records(view, pos, header)
         headers.append(header)
         pos += size
     return headers
@@ -194,6 +203,95 @@ def _check_client_batch(header: BatchHeader, internal: bool) -> None:
     if header.producer_id >= 0 and header.base_sequence < 0 and not internal:
         # the broker's own writers (markers, transactional offset commits) carry no sequence
         raise InvalidRecordError(f"producer id {header.producer_id} without a base sequence")
+
+
+# Kafka's DefaultRecord has six fields after its length, each at least one byte (attributes,
+# timestamp delta, offset delta, key length, value length, header count): a shorter record
+# does not parse.
+MIN_RECORD_BODY = 6
+
+
+def _check_records(view: memoryview, pos: int, header: BatchHeader) -> None:
+    """The batch at ``pos`` holds exactly ``header.records_count`` records (Kafka's
+    "Incorrect declared batch size"), each as long as its length says."""
+    body: bytes | memoryview = view[pos + HEADER_SIZE : pos + header.size]
+    if header.attributes & Attr.CODEC_MASK:
+        # a function-level import: compression imports this module for Compression
+        from samsa.records.compression import decompress
+
+        body = decompress(header.compression, body)
+    problem = records_problem(body, header.records_count)
+    if problem is not None:
+        raise InvalidRecordError(f"{problem} (the record batch at position {pos} declares "
+                                 f"{header.records_count} records)")
+
+
+def records_problem(records: bytes | memoryview, count: int) -> str | None:
+    """Why ``records`` (a batch's uncompressed records, exactly) is not ``count`` records, or
+    None when it is. Only the length varints are read: this runs for every produced batch, so
+    the one- and two-byte ones (records up to 8 KiB) take one table look-up each."""
+    steps = _length_steps()
+    pos = 0
+    try:
+        for _ in range(count):
+            step = steps[_UINT16_LE.unpack_from(records, pos)[0]]
+            if step:
+                pos += step
+                continue
+            length, after = _varint(records, pos)
+            if length < 0:
+                return f"a record length longer than five bytes at byte {pos} of the records"
+            if length & 1 or length >> 1 < MIN_RECORD_BODY:
+                size = (length >> 1) ^ -(length & 1)
+                return f"Invalid record size {size} at byte {pos} of the records"
+            pos = after + (length >> 1)
+    except (struct.error, IndexError):  # fewer than the two bytes of the smallest record
+        return "Incorrect declared batch size, premature EOF reached"
+    if pos > len(records):
+        return "Incorrect declared batch size, premature EOF reached"
+    if pos < len(records):
+        return "Incorrect declared batch size, records still remaining in file"
+    return None
+
+
+_UINT16_LE = struct.Struct("<H")
+
+
+@functools.cache
+def _length_steps() -> list[int]:
+    """For the two bytes at a record's start (little-endian, as ``_UINT16_LE`` reads them):
+    how far the next record starts when they begin a one- or two-byte length varint of a
+    record at least MIN_RECORD_BODY long, else 0 (a longer varint, or a length to refuse).
+    Built on first use (64 Ki entries)."""
+
+    def step(b: int, c: int) -> int:
+        if b < 0x80:
+            length, size = b, 1
+        elif c < 0x80:
+            length, size = (b & 0x7F) | (c << 7), 2
+        else:
+            return 0
+        if length & 1 or length >> 1 < MIN_RECORD_BODY:  # negative (zig-zag odd) or short
+            return 0
+        return size + (length >> 1)
+
+    return [step(x & 0xFF, x >> 8) for x in range(1 << 16)]
+
+
+def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """(the raw zig-zag value, the position after it) of a varint of up to five bytes (a
+    record length is an int32), (-1, pos) for a longer one; IndexError when it runs past
+    ``buf``."""
+    value = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            return -1, pos
 
 
 def iter_headers(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:

@@ -1,8 +1,9 @@
 """The four codecs of Kafka's record batches, as Kafka frames them.
 
 gzip is a gzip stream; snappy is snappy-java's "xerial" framing (raw blocks are read too);
-lz4 is the LZ4 frame format; zstd is a zstd frame. Off the hot path: the broker stores
-batches as sent and decompresses only to look inside them (tools, timestamps, compaction).
+lz4 is the LZ4 frame format; zstd is a zstd frame. The broker stores batches as sent and
+decompresses only to look inside them: a produced batch's records are counted (as Kafka's
+LogValidator iterates them), and tools, timestamps and compaction read them.
 """
 
 from __future__ import annotations

@@ -118,6 +118,13 @@ class KafkaServer:
             else SingleNode(self.config, self.replicas,
                             lambda: (self.advertised[0].host, self.advertised[0].port)))
         self.topic_admin: TopicAdmin = self.mode.topic_admin
+        # Kafka's metadata.log.dir (by default the first of log.dirs): where a single node
+        # keeps its topics and producer id blocks, as a KRaft node keeps its metadata log. A
+        # broker whose metadata dir fails halts (KIP-858), whatever other dirs are good. In
+        # cluster mode they live in ZooKeeper: the first dir is a log dir like the others.
+        self.metadata_dir: Path | None = (self.log_manager.dirs[0] if self.mode.single_node
+                                          else None)
+        self.replicas.on_offline = self.mode.log_dir_failed
         self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task] = []
         self._flushing: set[tuple[str, int]] = set()
@@ -126,24 +133,34 @@ class KafkaServer:
     # --- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        for directory in self.log_manager.dirs:
-            Path(directory).mkdir(parents=True, exist_ok=True)
         await self.mode.connect()
         try:
             await self._start()
         except BaseException:
             await self.mode.stop()
+            if self.cleaner is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
+            self.log_manager.abandon()  # the directory locks go; nothing more is written
             raise
 
     async def _start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        first_dir = Path(self.log_manager.dirs[0])
+        manager = self.log_manager
+        failures = manager.failures
+        # a directory that cannot be created, read or locked is offline from here on
+        manager.open_dirs()
         await self._load_meta_properties()
+        self._check_metadata_dir()
         # topics first: the logs open with their topic's config overrides
-        self.replicas.start(self.broker_id, TopicStore(first_dir))
-        self.log_manager.startup()
-        self.producer_ids = ProducerIdManager(first_dir,
-                                              self.mode.producer_id_blocks(self.broker_id))
+        first_dir = manager.dirs[0]
+        self.replicas.start(self.broker_id, self._open_topic_store(first_dir))
+        manager.load_logs()  # a directory whose logs fail to load goes offline
+        blocks = self.mode.producer_id_blocks(self.broker_id)
+        try:
+            self.producer_ids = ProducerIdManager(first_dir, blocks, failures)
+        except KafkaStorageError:
+            pass  # the metadata dir failed: the check below says so
+        self._check_metadata_dir()
         self.mode.open_replicas()
         self._start_cleaner(asyncio.get_running_loop())
         c = self.config
@@ -181,6 +198,25 @@ class KafkaServer:
         log.info("samsa broker %d started on %s (cluster %s)", self.broker_id,
                  ", ".join(f"{b.host}:{b.port}" for b in self.bound), self.cluster_id)
 
+    def _open_topic_store(self, directory: Path) -> TopicStore:
+        """The topic store: a single node's topics, kept in its metadata dir (the store of
+        record: its I/O errors are the metadata dir's failure); in cluster mode a cache of what
+        ZooKeeper holds, kept in the first log dir while that is online."""
+        cache = self.metadata_dir is None
+        try:
+            return TopicStore(directory, self.log_manager.failures, cache=cache)
+        except KafkaStorageError:
+            self._check_metadata_dir()
+            raise
+
+    def _check_metadata_dir(self) -> None:
+        """A single node does not start without its metadata dir, as Kafka's broker does not
+        start with an I/O error in its metadata log directory."""
+        if self.metadata_dir is not None and self.log_manager.failures.is_offline(
+                self.metadata_dir):
+            raise KafkaStorageError(f"Encountered I/O error in metadata log directory "
+                                    f"{self.metadata_dir}. Cannot continue.")
+
     def _start_cleaner(self, loop: asyncio.AbstractEventLoop) -> None:
         c = self.config
         if not c.get("log.cleaner.enable") or c.get("log.cleaner.threads") < 1:
@@ -216,14 +252,24 @@ class KafkaServer:
         return connection
 
     async def _load_meta_properties(self) -> None:
+        """meta.properties, in every log dir online: read (the first value of each key wins),
+        then written with this broker's id and cluster id. A dir where either fails with an I/O
+        error goes offline (Kafka's broker metadata checkpoints)."""
         found: dict[str, str] = {}
-        for directory in self.log_manager.dirs:
-            path = Path(directory) / META_PROPERTIES
-            if path.exists():
-                for line in path.read_text().splitlines():
-                    if "=" in line and not line.startswith("#"):
-                        key, value = line.split("=", 1)
-                        found.setdefault(key.strip(), value.strip())
+        failures = self.log_manager.failures
+        for directory in self.log_manager.live_dirs:
+            path = directory / META_PROPERTIES
+            try:
+                text = path.read_text()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                failures.maybe_add_offline_log_dir(directory, f"reading {META_PROPERTIES}", exc)
+                continue
+            for line in text.splitlines():
+                if "=" in line and not line.startswith("#"):
+                    key, value = line.split("=", 1)
+                    found.setdefault(key.strip(), value.strip())
         stored_id = int(found["broker.id"]) if "broker.id" in found else None
         if self.broker_id == -1:
             if stored_id is not None:
@@ -238,8 +284,15 @@ class KafkaServer:
         stored_cluster = found.get("cluster.id")
         self.cluster_id = await self.mode.cluster_id(stored_cluster, new_cluster_id())
         text = f"version=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n"
-        for directory in self.log_manager.dirs:
-            write_atomically(Path(directory) / META_PROPERTIES, text.encode())
+        for directory in self.log_manager.live_dirs:
+            try:
+                write_atomically(directory / META_PROPERTIES, text.encode())
+            except OSError as exc:
+                failures.maybe_add_offline_log_dir(directory, f"writing {META_PROPERTIES}", exc)
+        if not self.log_manager.live_dirs:
+            raise KafkaStorageError("Shutdown broker because all log dirs in "
+                                    f"{', '.join(str(d) for d in self.log_manager.dirs)} "
+                                    "have failed")
 
     async def stop(self) -> None:
         """Graceful shutdown: stop accepting, finish in-flight requests, flush, mark clean."""
@@ -339,6 +392,9 @@ class KafkaServer:
         if not self.log_manager.live_dirs:
             dirs = ", ".join(str(d) for d in self.log_manager.dirs)
             self.halt(f"Shutdown broker because all log dirs in {dirs} have failed")
+            return
+        if directory == self.metadata_dir:
+            self.halt(f"Shutdown broker because the metadata log dir {directory} has failed")
             return
         self.mode.log_dir_failed(partitions)
         log.warning("Stopped serving replicas in dir %s: %d partitions offline here (%s)",

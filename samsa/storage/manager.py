@@ -10,6 +10,14 @@ A directory where an I/O error happens goes offline (``failures``, Kafka's
 LogDirFailureChannel): its logs are closed and forgotten (``handle_log_dir_failure``), nothing
 more is written there (no checkpoint, no clean-shutdown marker: the next start recovers it),
 and new logs go to the directories still online.
+
+At start-up (Kafka's LogManager) a directory that cannot be created, read or locked
+(``open_dirs``), or whose logs fail to load (``load_logs``), is offline from the start and
+the others serve; with none left the start fails. Which partitions an offline directory
+holds may then be unknown (it could not be listed, or not to the end): a partition whose log
+is in no online directory while one is offline is not created afresh unless the cluster says
+it is new (``get_or_create(is_new=False)``, Kafka's rule for a replica that is not new): it
+is offline here too (``is_offline``), so that a log in the failed directory is never forked.
 """
 
 from __future__ import annotations
@@ -67,6 +75,8 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}  # the logs online
         self._dir_of: dict[TopicPartition, Path] = {}  # offline ones too
         self._high_watermarks: dict[TopicPartition, int] = {}  # as last checkpointed
+        # logs found in no online directory while one was offline: perhaps in it
+        self._unplaced: set[TopicPartition] = set()
         self._locks: list[int] = []
         self.failures = LogDirFailureChannel()
 
@@ -79,41 +89,78 @@ class LogManager:
 
     def startup(self) -> None:
         """Lock every data directory and open every partition log found in it, recovering the
-        ones a crash left behind."""
-        try:
-            for directory in self.dirs:  # every directory is ours before anything is touched
-                directory.mkdir(parents=True, exist_ok=True)
-                self._lock(directory)
-        except KafkaStorageError:
-            self._release()
-            raise
+        ones a crash left behind (``open_dirs``, then ``load_logs``)."""
+        self.open_dirs()
+        self.load_logs()
+
+    def open_dirs(self) -> None:
+        """Create, check and lock every data directory (Kafka's createAndValidateLogDirs and
+        lockLogDirs): one where that fails with an I/O error goes offline, one that another
+        broker process holds stops the start (KafkaStorageError), as does having no
+        directory left."""
         for directory in self.dirs:
-            marker = directory / CLEAN_SHUTDOWN_FILE
-            clean = marker.exists()
-            recovery_points = read_offsets(directory / RECOVERY_POINT_FILE)
-            start_offsets = read_offsets(directory / LOG_START_OFFSET_FILE)
-            high_watermarks = read_offsets(directory / HIGH_WATERMARK_FILE)
-            partition_dirs = [p for p in sorted(directory.iterdir()) if p.is_dir()]
-            if not clean and any(parse_partition_dir(p.name) for p in partition_dirs):
-                log.info("%s: no clean shutdown marker; recovering unflushed segments", directory)
-            for path in partition_dirs:
-                tp = parse_partition_dir(path.name)
-                if tp is None:
-                    continue
-                self.logs[tp] = Log(
-                    path,
-                    self.config_for(tp[0]),
-                    recovery_point=recovery_points.get(tp, 0),
-                    log_start_offset=start_offsets.get(tp, 0),
-                    had_clean_shutdown=clean,
-                    clock=self.clock,
-                    failures=self.failures,
-                )
-                self._dir_of[tp] = directory
-                if tp in high_watermarks:
-                    self._high_watermarks[tp] = high_watermarks[tp]
-            # From here on a crash must be detected: the marker goes until the next clean stop.
-            marker.unlink(missing_ok=True)
+            if self.failures.is_offline(directory):
+                continue
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                if not directory.is_dir() or not os.access(directory, os.R_OK | os.W_OK):
+                    raise OSError(f"{directory} is not a readable and writable directory")
+                self._lock(directory)
+            except KafkaStorageError:  # in use by another process
+                self._release()
+                raise
+            except OSError as exc:
+                self.failures.maybe_add_offline_log_dir(
+                    directory, "Failed to create or validate data directory", exc)
+        if not self.live_dirs:
+            self._release()
+            raise KafkaStorageError(
+                "Shutdown broker because none of the specified log dirs from "
+                f"{', '.join(str(d) for d in self.dirs)} can be created or validated")
+
+    def load_logs(self) -> None:
+        """Open every partition log of the directories online (after ``open_dirs``). A
+        directory where loading fails with an I/O error goes offline with every log in it
+        (those opened before the error too); KafkaStorageError when none is left."""
+        for directory in self.live_dirs:
+            try:
+                self._load_dir(directory)
+            except (OSError, KafkaStorageError) as exc:
+                self.failures.maybe_add_offline_log_dir(
+                    directory, "Error while loading log dir", exc)
+                self.handle_log_dir_failure(directory)
+        if not self.live_dirs:
+            self._release()
+            raise KafkaStorageError("Shutdown broker because all log dirs in "
+                                    f"{', '.join(str(d) for d in self.dirs)} have failed")
+
+    def _load_dir(self, directory: Path) -> None:
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = read_offsets(directory / RECOVERY_POINT_FILE)
+        start_offsets = read_offsets(directory / LOG_START_OFFSET_FILE)
+        high_watermarks = read_offsets(directory / HIGH_WATERMARK_FILE)
+        partition_dirs = [p for p in sorted(directory.iterdir()) if p.is_dir()]
+        if not clean and any(parse_partition_dir(p.name) for p in partition_dirs):
+            log.info("%s: no clean shutdown marker; recovering unflushed segments", directory)
+        for path in partition_dirs:
+            tp = parse_partition_dir(path.name)
+            if tp is None:
+                continue
+            self._dir_of[tp] = directory  # known to be here even if it fails to load
+            self.logs[tp] = Log(
+                path,
+                self.config_for(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                had_clean_shutdown=clean,
+                clock=self.clock,
+                failures=self.failures,
+            )
+            if tp in high_watermarks:
+                self._high_watermarks[tp] = high_watermarks[tp]
+        # From here on a crash must be detected: the marker goes until the next clean stop.
+        marker.unlink(missing_ok=True)
 
     def _lock(self, directory: Path) -> None:
         fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -161,16 +208,30 @@ class LogManager:
     def get(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
 
-    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None,
+                      *, is_new: bool = True) -> Log:
         """The partition's log, created in the least loaded directory online when it has
-        none; KafkaStorageError when its log is in an offline directory, or none is online."""
+        none; KafkaStorageError when its log is in an offline directory, or none is online.
+        ``is_new=False`` (a partition that existed before, not one being created or moved
+        here): with a directory offline, a log found in no online directory may be in the
+        offline one, so it is not created (Kafka's LogManager.getOrCreateLog) and the
+        partition is offline here."""
         tp = (topic, partition)
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
         if self.is_offline(tp):
-            raise KafkaStorageError(f"the log of {topic}-{partition} is in the offline log "
-                                    f"directory {self._dir_of[tp]}")
+            where = self._dir_of.get(tp)
+            raise KafkaStorageError(
+                f"the log of {topic}-{partition} is in the offline log directory {where}"
+                if where is not None else
+                f"the log of {topic}-{partition} may be in an offline log directory")
+        offline = [d for d in self.dirs if self.failures.is_offline(d)]
+        if offline and not is_new:
+            self._unplaced.add(tp)
+            raise KafkaStorageError(
+                f"Can not create log for {topic}-{partition} because log directories "
+                f"{', '.join(str(d) for d in offline)} are offline")
         directory = self._least_loaded_dir()
         try:
             new = Log(
@@ -200,6 +261,7 @@ class LogManager:
 
     def delete(self, topic: str, partition: int) -> None:
         tp = (topic, partition)
+        self._unplaced.discard(tp)
         removed = self.logs.pop(tp, None)
         directory = self._dir_of.pop(tp, None)
         self._high_watermarks.pop(tp, None)
@@ -224,12 +286,16 @@ class LogManager:
         return [d for d in self.dirs if not self.failures.is_offline(d)]
 
     def is_offline(self, tp: TopicPartition) -> bool:
-        """Whether the partition's log is in an offline directory."""
+        """Whether the partition's log is in an offline directory (or may be: see
+        ``get_or_create``)."""
         directory = self._dir_of.get(tp)
-        return directory is not None and self.failures.is_offline(directory)
+        if directory is None:
+            return tp in self._unplaced
+        return self.failures.is_offline(directory)
 
     def offline_partitions(self) -> list[TopicPartition]:
-        return sorted(tp for tp, d in self._dir_of.items() if self.failures.is_offline(d))
+        return sorted({tp for tp, d in self._dir_of.items() if self.failures.is_offline(d)}
+                      | self._unplaced)
 
     def handle_log_dir_failure(self, directory: Path) -> list[TopicPartition]:
         """Stop serving the logs of an offline directory (Kafka's

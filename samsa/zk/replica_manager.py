@@ -7,6 +7,8 @@ Watches (kazoo threads, moved onto the broker's event loop):
 * ``/admin/delete_topics``: a topic marked for deletion loses its local replicas at once, and
   the controller is told (Kafka's StopReplica with delete=true and its answer); the topic
   stays known until the controller, told by every live replica, has removed it;
+* ``/samsa/offline_replicas``: every broker's replicas in failed log directories, which
+  Metadata lists as offline (Kafka's brokers have them from the controller's UpdateMetadata);
 * every partition's state znode: the cluster's metadata (leader, leader epoch, ISR), which
   Metadata answers from. For a local replica the state is applied: the leader makes its
   partition leader (``Partition.make_leader``), the others follow it (``make_follower`` plus
@@ -68,6 +70,8 @@ class ReplicaManager:
         self._synced = False
         self.shutting_down = False
         self.deleting: set[str] = set()  # marked for deletion, their replicas deleted here
+        # broker -> its replicas in failed log directories (/samsa/offline_replicas)
+        self.offline_replicas: dict[int, frozenset[tuple[str, int]]] = {}
 
     @property
     def broker_id(self) -> int:
@@ -76,8 +80,16 @@ class ReplicaManager:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Watch the topics (blocking: run it in an executor); events go to ``loop``."""
         self._loop = loop
+        self.zk.watch_offline_replicas(
+            lambda broker, found: self._to_loop(self._offline_replicas_changed, broker, found))
         self.zk.watch_topic_deletions(self._on_deletions)
         self.zk.watch_topics(self._on_topics)
+
+    def _offline_replicas_changed(self, broker: int, found: set[tuple[str, int]]) -> None:
+        if found:
+            self.offline_replicas[broker] = frozenset(found)
+        else:
+            self.offline_replicas.pop(broker, None)
 
     async def stop(self) -> None:
         self._closed = True
@@ -114,11 +126,14 @@ class ReplicaManager:
         for name in sorted(set(self.assignments) - names):
             log.info("topic %s was deleted: deleting its local replicas", name)
             self._remove_topic(name)
-        if not self._synced:  # first look: what was deleted or moved away while down
+        # the topics of the first look existed before this broker started: their replicas
+        # are not new (a log the broker cannot find may be in an offline log dir)
+        first = not self._synced
+        if first:  # first look: what was deleted or moved away while down
             self._synced = True
             self._drop_stale_logs(names, found)
         for name, (assignment, configs) in sorted(found.items()):
-            self._add_topic(name, assignment, configs)
+            self._add_topic(name, assignment, configs, is_new=not first)
 
     def _drop_stale_logs(self, names: set[str],
                          found: dict[str, tuple[TopicAssignment, dict[str, str]]]) -> None:
@@ -140,7 +155,8 @@ class ReplicaManager:
                 log.warning("deleting log %s-%d: not a replica of it any more", name, index)
                 self.replicas.drop_partition(name, index)
 
-    def _add_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str]) -> None:
+    def _add_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str],
+                   is_new: bool = True) -> None:
         if name in self.assignments or name in self.deleting or self._closed:
             return
         self.assignments[name] = assignment
@@ -150,7 +166,7 @@ class ReplicaManager:
                                  internal=name.startswith("__"), topic_id=assignment.topic_id)
         token = object()
         self._tokens[name] = token
-        watches = [self._add_partition(name, index, replicas.replicas, token)
+        watches = [self._add_partition(name, index, replicas.replicas, token, is_new)
                    for index, replicas in sorted(assignment.partitions.items())]
 
         def on_assignment(new: TopicAssignment | None) -> bool:
@@ -175,12 +191,13 @@ class ReplicaManager:
         self._loop.run_in_executor(None, register)
 
     def _add_partition(self, name: str, index: int, replicas: tuple[int, ...],
-                       token: object) -> Callable[[], None]:
-        """Track a partition (open it when this broker is a replica); the returned call
-        registers its state watch (blocking)."""
+                       token: object, is_new: bool = True) -> Callable[[], None]:
+        """Track a partition (open it when this broker is a replica; ``is_new``: the
+        partition is being created); the returned call registers its state watch
+        (blocking)."""
         self.partitions[(name, index)] = PartitionInfo(replicas)
         if self.broker_id in replicas:
-            self.replicas.open_replica(name, index, replicas)
+            self.replicas.open_replica(name, index, replicas, is_new=is_new)
 
         def watch(state: PartitionState | None, version: int) -> bool:
             if self._tokens.get(name) is not token:

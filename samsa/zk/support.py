@@ -36,6 +36,7 @@ class ZkSupport:
         self.replica_manager: ReplicaManager | None = None
         self.broker_id = -1
         self._tasks: set[asyncio.Task[None]] = set()
+        self._notify_pending = False  # a notification that has not read the list yet
 
     async def connect(self) -> None:
         await self.membership.connect()
@@ -101,6 +102,9 @@ class ZkSupport:
         where they led."""
         if self.replica_manager is not None:
             self.replica_manager.stop_following_partitions(partitions)
+        if self._notify_pending:  # it will write the list as it is by then: one suffices
+            return
+        self._notify_pending = True
         task = asyncio.get_running_loop().create_task(self._notify_log_dir_failure())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -109,6 +113,7 @@ class ZkSupport:
         zk = self.membership.zk
         loop = asyncio.get_running_loop()
         for attempt in range(10):
+            self._notify_pending = False
             offline = self.replicas.log_manager.offline_partitions()
             try:
                 await loop.run_in_executor(None, zk.set_offline_replicas, self.broker_id,

@@ -65,17 +65,28 @@ class ZkTopicAdmin(TopicAdmin):
         return found if found is not None else -1
 
     def describe_partition(self, topic: str, index: int) -> PartitionView:
-        """As this broker's view of the controller's partition state znode has it."""
-        info = self.manager.partitions.get((topic, index)) if self.manager else None
-        if info is None or info.state is None:
+        """As this broker's view of the controller's partition state znode has it. Offline
+        replicas (Kafka's MetadataResponse ``offline_replicas``): those of brokers not live,
+        and those in a failed log directory of their broker (this broker knows its own at
+        once, the others' from ``/samsa/offline_replicas``)."""
+        manager = self.manager
+        info = manager.partitions.get((topic, index)) if manager else None
+        if manager is None or info is None or info.state is None:
             return PartitionView(-1, -1, info.replicas if info else (), ())
         live = self.membership.brokers
         here = self.replicas.broker_id
-        offline_here = self.replicas.log_manager.is_offline((topic, index))  # a failed log dir
+        tp = (topic, index)
+        offline_here = self.replicas.log_manager.is_offline(tp)  # a failed log dir
+
+        def offline(r: int) -> bool:
+            if r not in live:
+                return True
+            if r == here:
+                return offline_here
+            return tp in manager.offline_replicas.get(r, ())
+
         return PartitionView(info.state.leader, info.state.leader_epoch, info.replicas,
-                             tuple(info.state.isr),
-                             tuple(r for r in info.replicas
-                                   if r not in live or (r == here and offline_here)))
+                             tuple(info.state.isr), tuple(r for r in info.replicas if offline(r)))
 
     def coordinator_node(self, topic: str, index: int) -> tuple[Node | None, str]:
         if not self.is_being_created(topic):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -107,7 +108,8 @@ TOPIC_DELETIONS_PATH = "/samsa/topic_deletions"
 # Not Kafka's: after a log dir event Kafka's controller learns which replicas of the broker
 # are offline from its answers to LeaderAndIsr (KAFKA_STORAGE_ERROR); here the broker lists
 # them in /samsa/offline_replicas/<id> before it writes the event. The broker rewrites it
-# (empty: deleted) before it registers, so the list is always its current process's.
+# (empty: deleted) before it registers, so the list is always its current process's. Every
+# broker watches these lists for its Metadata answers (Kafka's UpdateMetadata carries them).
 OFFLINE_REPLICAS_PATH = "/samsa/offline_replicas"
 
 Fence = int | None  # the /controller_epoch znode version a controller write is checked against
@@ -550,6 +552,44 @@ class ZkClient:
         try:
             data, _ = self.client.get(f"{OFFLINE_REPLICAS_PATH}/{int(broker_id)}")
         except NoNodeError:
+            return set()
+        return self._decode_offline_replicas(broker_id, data)
+
+    def watch_offline_replicas(
+            self, callback: Callable[[int, set[tuple[str, int]]], None]) -> None:
+        """``callback(broker id, its offline replicas)`` for every broker listed under
+        ``/samsa/offline_replicas`` now, and at every change of its list (empty: the znode is
+        gone). Every broker watches them: its Metadata lists them (Kafka's brokers learn them
+        from the controller's UpdateMetadata requests)."""
+        self.client.ensure_path(OFFLINE_REPLICAS_PATH)
+        watched: set[str] = set()
+        lock = threading.Lock()
+
+        def watch(child: str) -> None:
+            broker_id = int(child)
+            path = f"{OFFLINE_REPLICAS_PATH}/{child}"
+
+            def on_change(data: bytes | None, _stat: object) -> None:
+                # kept for the life of the session: a deleted znode may come back
+                callback(broker_id, self._decode_offline_replicas(broker_id, data))
+
+            self.client.DataWatch(path, on_change)
+
+        def on_children(children: list[str]) -> None:
+            for child in children:
+                if not child.isdigit():
+                    continue
+                with lock:
+                    if child in watched:
+                        continue
+                    watched.add(child)
+                watch(child)
+
+        self.client.ChildrenWatch(OFFLINE_REPLICAS_PATH, on_children)
+
+    @staticmethod
+    def _decode_offline_replicas(broker_id: int, data: bytes | None) -> set[tuple[str, int]]:
+        if not data:
             return set()
         try:
             return {(e["topic"], int(e["partition"])) for e in json.loads(data)["partitions"]}

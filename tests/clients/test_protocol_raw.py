@@ -8,9 +8,11 @@ import threading
 import time
 
 import pytest
+from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 
 import samsa
+from samsa.records.batch import Compression
 
 from .conftest import (
     API_VERSIONS,
@@ -221,6 +223,53 @@ def test_produce_corrupt_crc_is_corrupt_message(raw):
     assert result.error_code == ErrorCode.corrupt_message
     assert client.log_end_offset("crc") == 1
     assert [r.value for r in decode_all(client.fetch("crc", 0).records)] == [b"before"]
+
+
+def recounted(batch: bytes, count: int) -> bytes:
+    """``batch`` with a header claiming ``count`` records (recordsCount and lastOffsetDelta
+    agree with each other, not with the records in its bytes) and a correct CRC-32C."""
+    out = bytearray(batch)
+    struct.pack_into(">i", out, 23, count - 1)  # lastOffsetDelta
+    struct.pack_into(">i", out, 57, count)  # recordsCount
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("codec", list(Compression), ids=lambda c: c.name.lower())
+@pytest.mark.parametrize(("records", "claimed"), [(2, 3), (3, 1), (1, 2)],
+                         ids=["fewer-than-claimed", "more-than-claimed", "one-of-two"])
+def test_produce_batch_whose_count_disagrees_with_its_records_is_invalid_record(
+        raw, codec, records, claimed):
+    """Kafka's LogValidator iterates the records of every produced batch and refuses one whose
+    declared count is not what its bytes hold ("Incorrect declared batch size": Kafka's
+    InvalidRecordException, INVALID_RECORD since KIP-467): nothing is written, and consumers
+    never meet a batch they cannot read."""
+    client = raw()
+    topic = f"count-{codec.name.lower()}"
+    client.create_topic(topic)
+    client.produce(topic, make_batch([b"before"]))
+    values = [f"value-{i}".encode() for i in range(records)]
+    batch = recounted(make_batch(values, compression_type=codec), claimed)
+    result = client.produce(topic, batch)
+    assert result.error_code == ErrorCode.invalid_record, result
+    assert client.log_end_offset(topic) == 1
+    assert [r.value for r in decode_all(client.fetch(topic, 0).records)] == [b"before"]
+    # the same records with the count they really have are taken
+    assert client.produce(topic, make_batch(values, compression_type=codec)).error_code == 0
+    assert client.log_end_offset(topic) == 1 + records
+
+
+def test_produce_record_running_past_its_batch_is_invalid_record(raw):
+    """A record whose length varint reaches past the end of the batch (or is negative)."""
+    client = raw()
+    client.create_topic("overrun")
+    batch = bytearray(make_batch([b"abc"]))
+    for length in (0x7E, 0x01):  # zig-zag 63 (past the end), zig-zag -1
+        batch[61] = length
+        struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[21:]))
+        result = client.produce("overrun", bytes(batch))
+        assert result.error_code == ErrorCode.invalid_record, (length, result)
+    assert client.log_end_offset("overrun") == 0
 
 
 def test_produce_acks_2_is_invalid_required_acks(raw):

@@ -8,7 +8,11 @@ commands from stdin, one a line, and answers each with ``ok`` on stdout once it 
 * ``fail``: from now on every write (``write``, ``fsync``, ``fsyncdir``, ``create``, ``mkdir``,
   ``mknod``, ``rename``, ``truncate``, ``unlink``, ``rmdir``, ``link``, ``chmod``,
   ``utimens``) fails with EIO; reads keep working, as on a disk whose writes fail;
-* ``heal``: writes pass through again.
+* ``fail-reads``: from now on every read of what the partition directories hold (``open``,
+  ``read`` and ``readdir`` below the top level) fails with EIO, as on a disk whose sectors
+  under the segments went bad: the top-level files (``meta.properties``, the checkpoints) still
+  read, so a broker starting on it gets as far as loading its logs;
+* ``heal``: reads and writes pass through again.
 
 What was written before ``fail`` is in the backing directory, so a test can check it after the
 "disk" is repaired. ``FaultFs`` (below) starts it, waits for the mount, switches it, and
@@ -48,12 +52,25 @@ def _serve(backing: str, mountpoint: str) -> None:
     from fuse import FUSE, FuseOSError, Operations
 
     failing = threading.Event()
+    failing_reads = threading.Event()
 
     def writes(method: Callable[..., Any]) -> Callable[..., Any]:
         def guarded(self: Any, *args: Any) -> Any:
             if failing.is_set():
                 raise FuseOSError(errno.EIO)
             return method(self, *args)
+
+        return guarded
+
+    def below_top(path: str) -> bool:
+        """Inside a partition directory (or any other below the mount's top level)."""
+        return "/" in path.strip("/")
+
+    def reads(method: Callable[..., Any]) -> Callable[..., Any]:
+        def guarded(self: Any, path: str, *args: Any) -> Any:
+            if failing_reads.is_set() and below_top(path):
+                raise FuseOSError(errno.EIO)
+            return method(self, path, *args)
 
         return guarded
 
@@ -76,6 +93,8 @@ def _serve(backing: str, mountpoint: str) -> None:
                 "st_uid", "st_blocks")}
 
         def readdir(self, path: str, fh: int) -> list[str]:
+            if failing_reads.is_set() and path.strip("/"):
+                raise FuseOSError(errno.EIO)
             return [".", "..", *os.listdir(self._path(path))]
 
         def readlink(self, path: str) -> str:
@@ -87,6 +106,7 @@ def _serve(backing: str, mountpoint: str) -> None:
                 "f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail", "f_ffree", "f_files",
                 "f_flag", "f_frsize", "f_namemax")}
 
+        @reads
         def open(self, path: str, flags: int) -> int:
             if failing.is_set() and flags & os.O_TRUNC:
                 raise FuseOSError(errno.EIO)
@@ -94,6 +114,7 @@ def _serve(backing: str, mountpoint: str) -> None:
             # descriptor would ignore it
             return os.open(self._path(path), flags & ~os.O_APPEND)
 
+        @reads
         def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
             return os.pread(fh, size, offset)
 
@@ -168,8 +189,11 @@ def _serve(backing: str, mountpoint: str) -> None:
             command = line.strip()
             if command == "fail":
                 failing.set()
+            elif command == "fail-reads":
+                failing_reads.set()
             elif command == "heal":
                 failing.clear()
+                failing_reads.clear()
             else:
                 print(f"unknown command {command!r}", flush=True)
                 continue
@@ -236,6 +260,10 @@ class FaultFs:
     def fail(self) -> None:
         """Every write from now on fails with EIO."""
         self._command("fail")
+
+    def fail_reads(self) -> None:
+        """Every read inside the partition directories from now on fails with EIO."""
+        self._command("fail-reads")
 
     def heal(self) -> None:
         self._command("heal")

@@ -7,6 +7,11 @@ directory are served as before, and the broker keeps running. Nothing acknowledg
 after the disk is repaired and the broker restarted, recovery finds every acknowledged record.
 With its only directory failed, a broker process halts with Kafka's one-line reason.
 
+At start-up (Kafka's LogManager) a directory that cannot be read or written is offline from
+the start and the broker starts on the others; its partitions are offline, never created
+afresh in a good directory. A single node's first directory holds its metadata (Kafka's
+default metadata.log.dir): when it fails the broker halts, and it does not start without it.
+
 Real mounts, so these tests need root (CI runs as root); they fail without it, never skip.
 """
 
@@ -25,6 +30,7 @@ from kio.schema.errors import ErrorCode
 from waiting import wait_for
 
 import samsa
+from samsa.errors import KafkaStorageError
 from samsa.records.batch import iter_headers
 from samsa.records.record import RecordInput, decode_records, encode_batch
 from samsa.tools.zookeeper_server import free_port
@@ -114,7 +120,9 @@ def produce_acked(wire: Wire, acked: dict[int, list[bytes]], partition: int, cou
 
 
 def broker_config(dir_a: Path, dir_b: Path) -> dict[str, Any]:
-    return {"log.dirs": f"{dir_a},{dir_b}", "num.partitions": 1}
+    """``dir_b`` first: a single node keeps its metadata (topics, producer id blocks) in its
+    first log dir, Kafka's default metadata.log.dir, and halts when that one fails."""
+    return {"log.dirs": f"{dir_b},{dir_a}", "num.partitions": 1}
 
 
 def check_dir_fails_alone(tmp_path: Path, dir_a: Path, fail: Callable[[], None],
@@ -243,3 +251,139 @@ def test_broker_halts_when_its_only_log_dir_fails(tmp_path: Path, small_disk: Pa
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+# --- a log dir that fails while the broker starts ----------------------------------------------
+
+
+def fail_at_start(disk: faultfs.FaultFs, how: str) -> None:
+    """``reads``: the segments cannot be read (the top-level files can: the broker gets as far
+    as loading its logs); ``writes``: nothing can be written (meta.properties, its first write,
+    fails)."""
+    if how == "reads":
+        disk.fail_reads()
+    else:
+        disk.fail()
+
+
+@pytest.mark.parametrize("how", ["reads", "writes"])
+def test_log_dir_failing_at_start_up_is_offline_and_the_broker_starts(
+        tmp_path: Path, faulty_disk: faultfs.FaultFs, how: str) -> None:
+    """Kafka's LogManager: a log dir that cannot be read (or written) while the broker starts
+    is offline, with its partitions, and the broker starts on the others. Its partitions
+    answer KAFKA_STORAGE_ERROR and are listed offline; they are never created again in the
+    good dir (which would fork them); once the disk is repaired a restart serves them all."""
+    dir_a, dir_b = faulty_disk.mountpoint, tmp_path / "dirB"
+    acked: dict[int, list[bytes]] = {}
+    with samsa.Broker(tmp_path, config=broker_config(dir_a, dir_b)) as broker, \
+            Wire(("127.0.0.1", broker.port)) as wire:
+        wire.create_topic(TOPIC, PARTITIONS)
+        in_a, in_b = partitions_in(dir_a), partitions_in(dir_b)
+        assert in_a and in_b, (in_a, in_b)
+        for p in range(PARTITIONS):
+            produce_acked(wire, acked, p, 3)
+
+    fail_at_start(faulty_disk, how)
+    with samsa.Broker(tmp_path, config=broker_config(dir_a, dir_b)) as broker, \
+            Wire(("127.0.0.1", broker.port)) as wire:
+        offline = broker.server.log_manager.failures.offline_dirs
+        assert list(offline) == [dir_a]
+        first_failure = {"reads": "Error while loading log dir",
+                         "writes": "writing meta.properties"}[how]
+        assert offline[dir_a].startswith(first_failure), offline
+        me = broker.server.broker_id
+        assert wire.offline_replicas() == {p: [me] if p in in_a else []
+                                           for p in range(PARTITIONS)}
+        for p in in_a:
+            assert wire.produce(p, b"lost?").error_code == STORAGE_ERROR
+            assert wire.fetch(p).error_code == STORAGE_ERROR
+            assert wire.list_offset(p).error_code == STORAGE_ERROR
+        for p in in_b:
+            assert wire.values(p) == acked[p]
+            produce_acked(wire, acked, p, 2)
+        # a new topic's partitions all go to the good dir
+        wire.create_topic("later", 2)
+        assert not (dir_b / f"{TOPIC}-{in_a[0]}").exists()
+        assert {p.name for p in dir_b.iterdir() if p.name.startswith("later-")} == {
+            "later-0", "later-1"}
+        assert broker.halted is None
+
+    faulty_disk.heal()
+    with samsa.Broker(tmp_path, config=broker_config(dir_a, dir_b)) as broker, \
+            Wire(("127.0.0.1", broker.port)) as wire:
+        assert not broker.server.log_manager.failures.offline_dirs
+        assert partitions_in(dir_a) == in_a and partitions_in(dir_b) == in_b
+        for p in range(PARTITIONS):
+            assert wire.values(p) == acked[p], p
+        for p in in_a:
+            produce_acked(wire, acked, p, 1)
+            assert wire.values(p) == acked[p]
+
+
+def test_broker_whose_every_log_dir_fails_at_start_up_does_not_start(
+        tmp_path: Path, faulty_disk: faultfs.FaultFs) -> None:
+    """With no log dir left after loading, the broker process exits (code 1) with Kafka's
+    line instead of serving nothing; repaired, it starts with everything."""
+    disk = faulty_disk.mountpoint
+    port = free_port()
+    config = {"log.dirs": str(disk), "num.partitions": 1,
+              "listeners": f"PLAINTEXT://127.0.0.1:{port}"}
+    acked: dict[int, list[bytes]] = {}
+    with samsa.Broker(tmp_path, config=config), Wire(("127.0.0.1", port)) as wire:
+        wire.create_topic(TOPIC, 2)
+        for p in range(2):
+            produce_acked(wire, acked, p, 2)
+
+    faulty_disk.fail_reads()
+    command = [sys.executable, "-m", "samsa.cli", "server"]
+    for key, value in config.items():
+        command += ["--override", f"{key}={value}"]
+    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert f"Shutdown broker because all log dirs in {disk} have failed" in done.stderr
+
+    faulty_disk.heal()
+    with samsa.Broker(tmp_path, config=config), Wire(("127.0.0.1", port)) as wire:
+        for p in range(2):
+            assert wire.values(p) == acked[p]
+
+
+# --- the metadata log dir ------------------------------------------------------------------------
+
+
+def test_single_node_halts_when_its_metadata_log_dir_fails(
+        tmp_path: Path, faulty_disk: faultfs.FaultFs) -> None:
+    """A single node keeps its topics and producer id blocks in its first log dir (Kafka's
+    default metadata.log.dir). When that dir fails the broker halts, as Kafka's does when its
+    metadata log dir fails (KIP-858), even with another dir good; it does not start while the
+    dir is failed; repaired, it starts with every acknowledged record."""
+    dir_a, dir_b = faulty_disk.mountpoint, tmp_path / "dirB"
+    config = {"log.dirs": f"{dir_a},{dir_b}", "num.partitions": 1}
+    acked: dict[int, list[bytes]] = {}
+    with samsa.Broker(tmp_path, config=config) as broker, \
+            Wire(("127.0.0.1", broker.port)) as wire:
+        wire.create_topic(TOPIC, PARTITIONS)
+        in_a = partitions_in(dir_a)
+        assert in_a
+        for p in range(PARTITIONS):
+            produce_acked(wire, acked, p, 2)
+        faulty_disk.fail()
+        try:
+            result = wire.produce(in_a[0], BIG)
+        except (ConnectionClosed, OSError):
+            pass  # it may halt before the answer goes out
+        else:
+            assert result.error_code == STORAGE_ERROR, result
+        wait_for(lambda: broker.halted is not None, timeout=30, what="the broker to halt")
+        assert broker.halted == f"Shutdown broker because the metadata log dir {dir_a} has failed"
+
+    with pytest.raises(KafkaStorageError,
+                       match=f"I/O error in metadata log directory {dir_a}"):
+        samsa.Broker(tmp_path, config=config).start()
+
+    faulty_disk.heal()
+    with samsa.Broker(tmp_path, config=config) as broker, \
+            Wire(("127.0.0.1", broker.port)) as wire:
+        for p in range(PARTITIONS):
+            assert wire.values(p) == acked[p], p

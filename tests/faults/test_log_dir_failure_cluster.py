@@ -190,3 +190,97 @@ def test_one_of_two_log_dirs_fills_and_only_its_partitions_move(tmp_path: Path) 
             filler.unlink()  # the disk is repaired; the broker restarts to use it again
             broker.terminate()
             restart_and_catch_up(cluster, producer, partitions)
+
+
+METADATA = 3
+
+
+def offline_listed(cluster: ProcessCluster, via: int, topic: str) -> dict[int, list[int]]:
+    """partition -> offline replicas, as broker ``via``'s Metadata (v9) lists them."""
+    with FrameClient(cluster.broker(via).address) as wire:
+        found = wire.request(METADATA, 9, {
+            "topics": [{"name": topic}], "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False}).topics[0]
+    return {p.partition_index: sorted(p.offline_replicas) for p in found.partitions}
+
+
+def every_broker_lists(cluster: ProcessCluster, topic: str, expected: dict[int, list[int]]
+                       ) -> Callable[[], bool]:
+    def listed() -> bool:
+        return all(offline_listed(cluster, b.id, topic) == expected
+                   for b in cluster.brokers.values() if b.running)
+
+    return listed
+
+
+@pytest.mark.timeout(400)
+def test_first_log_dir_fails_in_a_cluster(tmp_path: Path) -> None:
+    """Broker 1's first log dir fails (EIO) under an idempotent producer. In cluster mode the
+    metadata lives in ZooKeeper, so the first dir is a log dir like any other: the broker keeps
+    running and serving its other dir, and takes new topics there (its topic store carries on
+    in memory). Every broker's Metadata lists the failed dir's replicas of broker 1 as offline
+    (Kafka's brokers have them from the controller). Restarted with the dir still failed, the
+    broker starts on the good dir and those replicas stay offline, everywhere; repaired, they
+    catch up. Every acknowledged record is read back exactly once."""
+    reason = faultfs.available()
+    assert reason is None, f"these tests need real mounts (root, libfuse2): {reason}"
+    # broker 1 leads partitions 0 and 1; its log dirs take them in turn (0, 2 in the first)
+    assignment = [[1, 2, 3], [1, 2, 3], [2, 3, 1], [3, 1, 2]]
+    partitions = len(assignment)
+    first = tmp_path / f"broker-{FAILING}-a"
+    second = tmp_path / f"broker-{FAILING}-b"
+    with faultfs.FaultFs(tmp_path / "backing", first) as disk, process_cluster(
+            tmp_path, 3, broker_overrides={FAILING: {"log.dirs": f"{first},{second}"}}
+    ) as cluster:
+        cluster.admin.create_topics([NewTopic(
+            TOPIC, num_partitions=partitions, replica_assignment=assignment,
+            config={"min.insync.replicas": "2"})])[TOPIC].result(30)
+        cluster.wait_full_isr(TOPIC, range(partitions))
+        on_disk = sorted(p for p in range(partitions) if (first / f"{TOPIC}-{p}").is_dir())
+        kept = sorted(set(range(partitions)) - set(on_disk))
+        assert on_disk and kept, (on_disk, kept)
+        offline = {p: [FAILING] if p in on_disk else [] for p in range(partitions)}
+        nothing_offline = dict.fromkeys(range(partitions), [])
+        assert every_broker_lists(cluster, TOPIC, nothing_offline)()
+
+        with producing(cluster, partitions) as producer:
+            disk.fail()
+            cluster.wait(new_leaders(cluster, TOPIC, on_disk, FAILING),
+                         f"{on_disk} to move away from broker {FAILING}", timeout=40,
+                         topics=[TOPIC])
+            cluster.wait(every_broker_lists(cluster, TOPIC, offline),
+                         "every broker's Metadata to list the offline replicas",
+                         topics=[TOPIC])
+            acked_more(cluster, producer, 200, 60)
+            broker = cluster.broker(FAILING)
+            assert broker.running, broker.log_tail()
+            check_offline_on_broker(cluster, on_disk)
+
+            # a topic created now: broker 1's replicas of it go to its good dir
+            cluster.create_topic("later", 2, 3)
+            assert sorted(p.name for p in second.iterdir() if p.name.startswith("later")
+                          ) == ["later-0", "later-1"]
+            assert every_broker_lists(cluster, "later", {0: [], 1: []})()
+
+            # restarted with the dir still failed: it starts on the good dir
+            broker.terminate()
+            cluster.restart(FAILING)
+            cluster.wait_full_isr("later", range(2), timeout=60)
+            cluster.wait(every_broker_lists(cluster, TOPIC, offline),
+                         "the offline replicas listed again after the restart",
+                         topics=[TOPIC])
+            for p in kept:
+                cluster.wait(lambda p=p: FAILING in cluster.state(TOPIC, p).isr,
+                             f"broker {FAILING} back in the ISR of {p}", topics=[TOPIC])
+            for p in on_disk:
+                state = cluster.state(TOPIC, p)
+                assert state is not None and FAILING not in state.isr, (p, state)
+            assert not any((second / f"{TOPIC}-{p}").exists() for p in on_disk)
+            acked_more(cluster, producer, 100, 30)
+
+            disk.heal()  # repaired: the broker restarts to use it again
+            broker.terminate()
+            restart_and_catch_up(cluster, producer, partitions)
+            cluster.wait(every_broker_lists(cluster, TOPIC, nothing_offline),
+                         "no offline replicas listed", topics=[TOPIC])
