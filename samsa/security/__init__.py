@@ -1,4 +1,9 @@
-"""Security's sans-IO core: Kafka's ACL model (``acl.py``).
+"""Security's sans-IO core: Kafka's ACL model (``acl.py``) and the ACL authorizer
+(``authorizer.py``).
 
 No IO and no broker code: handlers and the server call into it (issue 17 wires it into the
 request path)."""
+
+from .authorizer import AclAuthorizer, authorizer_from_config
+
+__all__ = ["AclAuthorizer", "authorizer_from_config"]
