@@ -73,6 +73,32 @@ def one_of(*allowed: str) -> Validator:
     return check
 
 
+ACL_AUTHORIZER_CLASS_NAMES = (
+    "samsa.security.AclAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+)
+"""What ``authorizer.class.name`` may name: samsa's ACL authorizer (samsa.security), under its own
+name or either of Kafka's (ZooKeeper-era and KRaft), which decide the same way."""
+
+
+def _authorizer_class(name: str, value: Any) -> None:
+    if value and value not in ACL_AUTHORIZER_CLASS_NAMES:
+        raise ConfigError(
+            f"Invalid value {value} for configuration {name}: samsa has no pluggable "
+            f"authorizers; leave it empty (no authorization) or name its ACL authorizer: "
+            f"{', '.join(ACL_AUTHORIZER_CLASS_NAMES)}")
+
+
+def _principals(name: str, value: Any) -> None:
+    for item in value.split(";"):
+        item = item.strip()
+        if item and ":" not in item:
+            raise ConfigError(
+                f"Invalid value {value} for configuration {name}: expected a string in format "
+                f"principalType:principalName but got {item}")
+
+
 @dataclass(frozen=True)
 class Key:
     """One configuration key."""
@@ -300,6 +326,17 @@ BROKER_KEYS: dict[str, Key] = {
             "min.insync.replicas of __transaction_state.", at_least(1)),
         Key("transaction.state.log.segment.bytes", Type.INT, 100 * 1024 * 1024,
             "segment.bytes of __transaction_state.", at_least(1)),
+        Key("authorizer.class.name", Type.STRING, "",
+            "The authorizer the broker checks requests with: empty for none (every request is "
+            "allowed), else the ACL authorizer, named samsa.security.AclAuthorizer or by the "
+            "class name of Kafka's (kafka.security.authorizer.AclAuthorizer, "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer).", _authorizer_class),
+        Key("super.users", Type.STRING, None,
+            "Semicolon-separated principals (User:name) that the authorizer allows every "
+            "operation on every resource from every host, whatever the ACLs say.", _principals),
+        Key("allow.everyone.if.no.acl.found", Type.BOOLEAN, False,
+            "If true, the authorizer allows every request on a resource that no ACL matches "
+            "(for any principal, host or operation); if false, such requests are denied."),
         Key("log.dirs", Type.LIST, None,
             "Directories where partition logs live (falls back to log.dir)."),
         Key("log.dir", Type.STRING, "/tmp/kafka-logs",
