@@ -30,6 +30,9 @@ WILDCARD_PRINCIPAL = "User:*"
 ``Group:*`` is a principal like any other)."""
 CLUSTER_NAME = "kafka-cluster"
 """The one resource of type CLUSTER (Kafka's ``Resource.CLUSTER_NAME``)."""
+ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
+"""Who a client is before (or without) authentication: every PLAINTEXT connection (Kafka's
+``KafkaPrincipal.ANONYMOUS``)."""
 
 E = TypeVar("E", bound="_KafkaEnum")
 

@@ -163,20 +163,32 @@ class AclAuthorizer:
         (a binding two filters match is listed under both, as Kafka's controller answers), then
         every matched binding is removed. A filter with an UNKNOWN part answers INVALID_REQUEST
         (:func:`~samsa.security.acl.check_filter`) and removes nothing."""
+        results = self.matching(filters)
+        for result in results:
+            for binding in result.bindings:
+                self._discard(binding)
+        return results
+
+    def matching(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        """What :meth:`remove` would answer for these filters, removing nothing (a store that
+        must write the change elsewhere first asks this, then applies what it wrote)."""
         results = []
-        doomed: dict[AclBinding, None] = {}
         for binding_filter in filters:
             try:
                 check_filter(binding_filter)
             except KafkaError as e:
                 results.append(AclDeleteResult([], e))
                 continue
-            matched = self.acls(binding_filter)
-            doomed.update(dict.fromkeys(matched))
-            results.append(AclDeleteResult(matched))
-        for binding in doomed:
-            self._discard(binding)
+            results.append(AclDeleteResult(self.acls(binding_filter)))
         return results
+
+    def replace(self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]) -> None:
+        """Make ``entries`` the ACLs of ``pattern`` (none: it has no ACLs any more), taken as
+        read back from a store (``add(validate=False)``): how a store applies what it holds for
+        one pattern, its own changes and other brokers' alike."""
+        for entry in list(self._acls.get(pattern, ())):
+            self._discard(AclBinding(pattern, entry))
+        self.add((AclBinding(pattern, entry) for entry in entries), validate=False)
 
     def _insert(self, binding: AclBinding) -> None:
         pattern, entry = binding.pattern, binding.entry

@@ -442,6 +442,38 @@ def test_stored_acls_load_without_create_checks() -> None:
         auth.add([acl(TOPIC, "t", PatternType.MATCH, ALICE, "*", READ, ALLOW)], validate=False)
 
 
+def test_matching_is_what_remove_would_answer_and_removes_nothing() -> None:
+    kept = acl(TOPIC, "t", LITERAL, ALICE, "*", READ, ALLOW)
+    doomed = acl(TOPIC, "t", PREFIXED, ALICE, "*", WRITE, ALLOW)
+    auth = authorizer(kept, doomed)
+    filters = [doomed.to_filter(), AclBindingFilter(entry_filter=AccessControlEntryFilter(
+        operation=AclOperation.UNKNOWN))]
+    planned = auth.matching(filters)
+    assert len(auth) == 2
+    assert [(r.bindings, r.error and r.error.code) for r in planned] == [
+        ([doomed], None), ([], ErrorCode.invalid_request)]
+    assert [(r.bindings, r.error and r.error.code) for r in auth.remove(filters)] == [
+        (r.bindings, r.error and r.error.code) for r in planned]
+    assert auth.acls() == [kept]
+
+
+def test_replace_sets_one_patterns_acls() -> None:
+    """What a store applies for a pattern: its entries as stored now (none: it has none)."""
+    pattern = ResourcePattern(TOPIC, "t", PREFIXED)
+    other = acl(TOPIC, "t", LITERAL, ALICE, "*", READ, ALLOW)
+    auth = authorizer(other, AclBinding(pattern, AccessControlEntry(ALICE, "*", WRITE, ALLOW)))
+    auth.replace(pattern, [AccessControlEntry(ALICE, "*", READ, DENY),
+                           AccessControlEntry("User:bob", "*", Op.UNKNOWN, ALLOW)])
+    assert sorted(auth.acls(AclBindingFilter(pattern.to_filter())), key=str) == sorted([
+        AclBinding(pattern, AccessControlEntry(ALICE, "*", READ, DENY)),
+        AclBinding(pattern, AccessControlEntry("User:bob", "*", Op.UNKNOWN, ALLOW))], key=str)
+    assert not auth.authorize(ALICE, HOST, READ, TOPIC, "t")
+    assert not auth.authorize(ALICE, HOST, WRITE, TOPIC, "tx")
+    auth.replace(pattern, [])
+    assert auth.acls() == [other] and len(auth) == 1
+    assert auth.authorize(ALICE, HOST, READ, TOPIC, "t")
+
+
 # --- authorizeByResourceType (BaseAuthorizerTest) -----------------------------------------------
 
 USER1, USER2 = "User:user1", "User:user2"
