@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from samsa.cluster.acls import AclStore, FileAclStore
 from samsa.cluster.replicas import Replicas
 from samsa.cluster.topic_admin import LocalTopicAdmin, TopicAdmin
 from samsa.config import BrokerConfig
+from samsa.security.authorizer import AclAuthorizer
 
 if TYPE_CHECKING:
     from samsa.zk.controller import Controller
@@ -50,6 +52,9 @@ class Mode(Protocol):
 
     def open_replicas(self) -> None:
         """Open the replicas the broker hosts at start."""
+
+    def acl_store(self, authorizer: AclAuthorizer) -> AclStore:
+        """Where the authorizer's ACLs are kept (built only when there is an authorizer)."""
 
     async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
         """Once listening: join the cluster (``endpoints``: listener name, host, port)."""
@@ -93,6 +98,11 @@ class SingleNode:
 
     def open_replicas(self) -> None:
         self.replicas.open_all_local()
+
+    def acl_store(self, authorizer: AclAuthorizer) -> AclStore:
+        """A file in the metadata dir (the first log dir), beside the topics."""
+        manager = self.replicas.log_manager
+        return FileAclStore(authorizer, manager.dirs[0], manager.failures)
 
     async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
         pass

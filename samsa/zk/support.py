@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 
 from samsa.cluster.replicas import Replicas
 from samsa.config import BrokerConfig, LogConfig
+from samsa.security.authorizer import AclAuthorizer
+from samsa.zk.acls import ZkAclStore
 from samsa.zk.controlled_shutdown import ask_controlled_shutdown
 from samsa.zk.controller import Controller
 from samsa.zk.membership import ClusterMembership
@@ -60,6 +62,10 @@ class ZkSupport:
 
     def open_replicas(self) -> None:
         """Nothing yet: the replica manager opens the replicas assigned here once it joins."""
+
+    def acl_store(self, authorizer: AclAuthorizer) -> ZkAclStore:
+        """Kafka's ACL znodes and change notifications, shared by every broker."""
+        return ZkAclStore(authorizer, self.membership.zk)
 
     async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
         """Register (``endpoints``: listener name, host, port), take part in the election (the
