@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.topic_admin import TP, Outcome
 from samsa.errors import ErrorCode, KafkaError
+from samsa.handlers.authz import MESSAGES, authorize_cluster
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
+from samsa.security.acl import AclOperation
 
 if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
     from kio.schema.alter_partition_reassignments.v0.request import (
@@ -24,6 +26,7 @@ if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads th
     from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 
 PREFERRED = 0  # ElectLeaders' election type when a version has none
+DENIED = ErrorCode.cluster_authorization_failed  # each needs ALTER (List: DESCRIBE) on the cluster
 
 
 # --- ElectLeaders --------------------------------------------------------------------------------
@@ -34,6 +37,9 @@ async def elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> di
     election_type = getattr(request, "election_type", PREFERRED)
     wanted = None if request.topic_partitions is None else [
         (t.topic, int(p)) for t in request.topic_partitions for p in t.partitions]
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return {"throttle_time": 0, "error_code": DENIED, "replica_election_results":
+                _election_results({tp: (DENIED, None) for tp in wanted or ()})}
     try:
         results = await ctx.server.topic_admin.elect_leaders(election_type, wanted)
     except KafkaError as exc:  # v0 has no top-level error: every partition gets it
@@ -59,6 +65,9 @@ def _election_results(results: dict[TP, Outcome]) -> list[dict[str, Any]]:
 async def alter_partition_reassignments(
     ctx: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> dict[str, Any]:
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return {"throttle_time": 0, "error_code": DENIED, "error_message": MESSAGES[DENIED],
+                "responses": []}
     targets: dict[TP, tuple[int, ...] | None] = {}
     duplicated: set[TP] = set()
     for topic in request.topics:
@@ -89,6 +98,9 @@ async def alter_partition_reassignments(
 async def list_partition_reassignments(
     ctx: RequestContext, request: ListPartitionReassignmentsRequest
 ) -> dict[str, Any]:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return {"throttle_time": 0, "error_code": DENIED, "error_message": MESSAGES[DENIED],
+                "topics": []}
     wanted = None if request.topics is None else [
         (t.name, int(p)) for t in request.topics for p in t.partition_indexes]
     try:

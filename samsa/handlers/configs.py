@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from samsa.cluster.topics import topic_name_problem
 from samsa.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, Key, LogConfig, Type
 from samsa.errors import ErrorCode, KafkaError, error
+from samsa.handlers.authz import MESSAGES, authorize
 from samsa.handlers.context import Broker, RequestContext
 from samsa.handlers.registry import api
+from samsa.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
     from kio.schema.alter_configs.v2.request import AlterConfigsRequest, AlterConfigsResource
@@ -127,6 +129,25 @@ def _entry(
         "config_type": CONFIG_TYPES.get(key.type, 0),
         "documentation": key.doc if include_documentation else None,
     }
+
+
+# --- authorization -------------------------------------------------------------------------------
+
+
+def _refusal(ctx: RequestContext, operation: AclOperation, resource_type: int,
+             name: str) -> ErrorCode | None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for a broker's configs
+    (TOPIC_ or CLUSTER_AUTHORIZATION_FAILED); None when allowed (or not a type checked here:
+    the handlers refuse those as INVALID_REQUEST)."""
+    if ctx.server.authorizer is None:
+        return None
+    if resource_type == RESOURCE_TOPIC:
+        allowed = authorize(ctx, operation, ResourceType.TOPIC, name)
+        return None if allowed else ErrorCode.topic_authorization_failed
+    if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+        allowed = authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+        return None if allowed else ErrorCode.cluster_authorization_failed
+    return None
 
 
 # --- describing ----------------------------------------------------------------------------------
@@ -247,6 +268,12 @@ async def describe_configs(ctx: RequestContext, request: DescribeConfigsRequest)
             "resource_name": resource.resource_name,
             "configs": [],
         }
+        refused = _refusal(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
+                           resource.resource_name)
+        if refused is not None:
+            result.update(error_code=refused, error_message=MESSAGES[refused])
+            results.append(result)
+            continue
         try:
             result["configs"] = _describe_one(ctx, resource, synonyms, docs)
         except KafkaError as exc:
@@ -375,6 +402,11 @@ def _alter(
         if (resource.resource_type, resource.resource_name) in duplicates:
             responses.append(_alter_result(resource, error(
                 ErrorCode.invalid_request, "Each resource must appear at most once.")))
+            continue
+        refused = _refusal(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type,
+                           resource.resource_name)
+        if refused is not None:
+            responses.append({**_alter_result(resource), "error_code": refused})
             continue
         try:
             configs = new_configs(server, resource)

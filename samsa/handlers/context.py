@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from samsa.protocol.codec import Request
+from samsa.security.acl import ANONYMOUS_PRINCIPAL
 
 if TYPE_CHECKING:  # all from the layers below the handlers
+    from samsa.cluster.acls import AclStore
     from samsa.cluster.producer_ids import ProducerIdManager
     from samsa.cluster.replicas import Replicas
     from samsa.cluster.topic_admin import TopicAdmin
@@ -19,11 +21,14 @@ if TYPE_CHECKING:  # all from the layers below the handlers
     from samsa.config import BrokerConfig
     from samsa.coordinator.group_coordinator import GroupCoordinator
     from samsa.coordinator.txn_coordinator import TransactionCoordinator
+    from samsa.security.authorizer import AclAuthorizer
     from samsa.storage.manager import LogManager
 
 
 class Peer(Protocol):
-    """The connection a request came on."""
+    """The connection a request came on. Authentication sets its ``principal`` attribute
+    (``Type:name``) and it may name the client's ``host``; a connection without them is
+    ``User:ANONYMOUS`` from the host of ``peer`` (``host:port``)."""
 
     peer: str
 
@@ -41,6 +46,8 @@ class Broker(Protocol):
     producer_ids: ProducerIdManager | None
     group_coordinator: GroupCoordinator | None
     txn_coordinator: TransactionCoordinator | None
+    authorizer: AclAuthorizer | None  # None: authorizer.class.name is empty, all is allowed
+    acl_store: AclStore | None  # where CreateAcls and DeleteAcls write (with an authorizer)
 
     @property
     def topics(self) -> TopicStore | None: ...
@@ -59,3 +66,18 @@ class RequestContext:
     @property
     def client_id(self) -> str:
         return self.request.client_id
+
+    @property
+    def principal(self) -> str:
+        """Who sent the request: the connection's principal, ``User:ANONYMOUS`` without one."""
+        return getattr(self.connection, "principal", None) or ANONYMOUS_PRINCIPAL
+
+    @property
+    def client_host(self) -> str:
+        """Where from: the client's address as text (``127.0.0.1``), as Kafka's ACLs name
+        hosts."""
+        connection = self.connection
+        if connection is None:
+            return ""
+        host = getattr(connection, "host", None)
+        return host if isinstance(host, str) else connection.peer.rsplit(":", 1)[0]

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from samsa.cluster.partition import Partition
 from samsa.errors import ErrorCode, KafkaError
+from samsa.handlers.authz import authorize_cluster, authorized
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
+from samsa.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
     from kio.schema.fetch.v12.request import FetchTopic as NamedFetchTopic
@@ -60,6 +62,9 @@ class _FetchPlan:
         self.topics: list[
             tuple[TopicKey, list[tuple[FetchPartition, Partition | None, ErrorCode | None]]]
         ] = []
+        readable = None  # the topics the principal may read (None: all)
+        if server.authorizer is not None:
+            readable = self._readable(ctx, request)
         for topic in request.topics or ():
             key: TopicKey
             if self.by_id:
@@ -68,8 +73,14 @@ class _FetchPlan:
             else:  # v4-v12 name the topic: v12's FetchTopic (its partitions have v16's fields)
                 key = cast("NamedFetchTopic", topic).topic
                 meta = store.get(key)
+            # an unknown topic id is UNKNOWN_TOPIC_ID before authorization; a name is not
+            name = meta.name if meta is not None else None if self.by_id else key
+            denied = readable is not None and name is not None and name not in readable
             parts: list[tuple[FetchPartition, Partition | None, ErrorCode | None]] = []
             for p in topic.partitions or ():
+                if denied:
+                    parts.append((p, None, ErrorCode.topic_authorization_failed))
+                    continue
                 if meta is None:
                     parts.append((p, None, ErrorCode.unknown_topic_id if self.by_id
                                   else ErrorCode.unknown_topic_or_partition))
@@ -78,6 +89,24 @@ class _FetchPlan:
                     meta.name, p.partition, getattr(p, "current_leader_epoch", -1))
                 parts.append((p, partition, error))
             self.topics.append((key, parts))
+
+    def _readable(self, ctx: RequestContext, request: FetchRequest) -> set[str]:
+        """Kafka's checks: a follower needs CLUSTER_ACTION on the cluster (else every
+        partition is refused), a consumer READ on each topic (a topic id the broker does not
+        know answers UNKNOWN_TOPIC_ID first)."""
+        store = ctx.server.topics
+        assert store is not None
+        names: list[str] = []
+        for topic in request.topics or ():
+            if self.by_id:
+                meta = store.by_id(topic.topic_id) if topic.topic_id else None
+                if meta is not None:
+                    names.append(meta.name)
+            else:
+                names.append(cast("NamedFetchTopic", topic).topic)
+        if self.replica_id >= 0:
+            return set(names) if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else set()
+        return authorized(ctx, AclOperation.READ, ResourceType.TOPIC, names)
 
     @property
     def partitions(self) -> list[Partition]:

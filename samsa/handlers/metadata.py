@@ -14,8 +14,18 @@ from samsa.coordinator.group_coordinator import OFFSETS_TOPIC
 from samsa.coordinator.records import partition_for
 from samsa.coordinator.txn_coordinator import TXN_STATE_TOPIC
 from samsa.errors import ErrorCode, KafkaError
+from samsa.handlers.authz import (
+    MESSAGES,
+    OPERATIONS_NOT_REQUESTED,
+    authorize,
+    authorize_cluster,
+    authorized,
+    authorized_operations,
+    cluster_operations,
+)
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
+from samsa.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
     from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
@@ -26,13 +36,7 @@ if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads th
     from kio.schema.metadata.v12.request import MetadataRequest
 
 NONE = ErrorCode.none
-# Kafka's "authorized operations not requested" sentinel.
-OPERATIONS_NOT_REQUESTED = -(2**31)
-# Without ACLs every operation is allowed: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
-# DESCRIBE_CONFIGS, ALTER_CONFIGS for topics; CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-# DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS for the cluster.
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
+TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 
 def broker_entries(ctx: RequestContext) -> list[dict[str, Any]]:
@@ -65,7 +69,8 @@ def topic_entry(ctx: RequestContext, topic: Topic, operations: bool) -> dict[str
         "topic_id": topic.topic_id,
         "is_internal": topic.internal,
         "partitions": partitions,
-        "topic_authorized_operations": TOPIC_OPERATIONS if operations else OPERATIONS_NOT_REQUESTED,
+        "topic_authorized_operations": authorized_operations(ctx, ResourceType.TOPIC, topic.name)
+        if operations else OPERATIONS_NOT_REQUESTED,
     }
 
 
@@ -76,15 +81,28 @@ def _error_entry(
             "partitions": [], "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
 
 
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic."""
+    return (authorize_cluster(ctx, AclOperation.CREATE)
+            or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name))
+
+
 @api(3, "Metadata", 0, 12)
 async def metadata(ctx: RequestContext, request: MetadataRequest) -> dict[str, Any]:
     server = ctx.server
     store = server.topics
     assert store is not None
+    checked = server.authorizer is not None
     operations = bool(getattr(request, "include_topic_authorized_operations", False))
     requested = request.topics
     if requested is None or (ctx.version == 0 and not requested):
-        entries = [topic_entry(ctx, t, operations) for t in store.topics.values()]
+        # every topic the principal may DESCRIBE; the others are not mentioned
+        topics = list(store.topics.values())
+        if checked:
+            visible = authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                 (t.name for t in topics))
+            topics = [t for t in topics if t.name in visible]
+        entries = [topic_entry(ctx, t, operations) for t in topics]
     else:
         auto = (
             getattr(request, "allow_auto_topic_creation", True)
@@ -97,12 +115,20 @@ async def metadata(ctx: RequestContext, request: MetadataRequest) -> dict[str, A
             if name is None:
                 if topic_id is not None:
                     topic = store.by_id(topic_id)
-                    entries.append(
-                        topic_entry(ctx, topic, operations) if topic
-                        else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
-                    )
+                    if topic is None:
+                        entries.append(_error_entry(None, ErrorCode.unknown_topic_id, topic_id))
+                    elif checked and not authorize(ctx, AclOperation.DESCRIBE,
+                                                   ResourceType.TOPIC, topic.name):
+                        # a topic id is not secret: its name is
+                        entries.append(_error_entry(None, TOPIC_DENIED, topic_id))
+                    else:
+                        entries.append(topic_entry(ctx, topic, operations))
                 else:  # neither a name nor an id: an empty name, an invalid one
                     entries.append(_error_entry(None, ErrorCode.invalid_topic_exception))
+                continue
+            if checked and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                # whether it exists is not said
+                entries.append(_error_entry(name, TOPIC_DENIED))
                 continue
             topic = store.get(name)
             if topic is None:
@@ -112,6 +138,9 @@ async def metadata(ctx: RequestContext, request: MetadataRequest) -> dict[str, A
                 if not auto:
                     entries.append(_error_entry(name, ErrorCode.unknown_topic_or_partition))
                     continue
+                if checked and not _may_create(ctx, name):
+                    entries.append(_error_entry(name, TOPIC_DENIED))
+                    continue
                 try:
                     topic = server.topic_admin.create_topic(
                         name, server.config.get("num.partitions"))
@@ -119,16 +148,14 @@ async def metadata(ctx: RequestContext, request: MetadataRequest) -> dict[str, A
                     entries.append(_error_entry(name, ErrorCode.leader_not_available))
                     continue
             entries.append(topic_entry(ctx, topic, operations))
-    cluster_ops = getattr(request, "include_cluster_authorized_operations", False)
+    cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
     return {
         "throttle_time": 0,
         "brokers": broker_entries(ctx),
         "cluster_id": server.cluster_id,
         "controller_id": controller_id(ctx),
         "topics": entries,
-        "cluster_authorized_operations": (
-            CLUSTER_OPERATIONS if cluster_ops else OPERATIONS_NOT_REQUESTED
-        ),
+        "cluster_authorized_operations": cluster_operations(ctx, cluster_ops),
     }
 
 
@@ -167,7 +194,13 @@ async def find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest)
         nodes = [{**_NO_NODE, "error_code": ErrorCode.invalid_request,
                   "error_message": f"unknown coordinator key type {key_type}"} for _ in keys]
     else:
-        nodes = [_coordinator(ctx, key, key_type) for key in keys]
+        resource = ResourceType.GROUP if key_type == 0 else ResourceType.TRANSACTIONAL_ID
+        denied = (ErrorCode.group_authorization_failed if key_type == 0
+                  else ErrorCode.transactional_id_authorization_failed)
+        nodes = [_coordinator(ctx, key, key_type)
+                 if authorize(ctx, AclOperation.DESCRIBE, resource, key)
+                 else {**_NO_NODE, "error_code": denied, "error_message": MESSAGES[denied]}
+                 for key in keys]
     if ctx.version < 4:
         return {"throttle_time": 0, **nodes[0]}
     return {
@@ -189,7 +222,7 @@ async def describe_cluster(ctx: RequestContext, request: DescribeClusterRequest)
         "controller_id": controller_id(ctx),
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
                      "rack": b["rack"]} for b in broker_entries(ctx)],
-        "cluster_authorized_operations": (
-            CLUSTER_OPERATIONS if operations else OPERATIONS_NOT_REQUESTED
-        ),
+        # DescribeCluster answers everyone (as Kafka's): DESCRIBE on the cluster only decides
+        # whether the operations are told
+        "cluster_authorized_operations": cluster_operations(ctx, operations),
     }

@@ -6,9 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.partition import Partition
 from samsa.errors import ErrorCode, KafkaError
+from samsa.handlers.authz import authorize_cluster, unauthorized
 from samsa.handlers.context import RequestContext
 from samsa.handlers.fetch import READ_COMMITTED
 from samsa.handlers.registry import api
+from samsa.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
     from kio.schema.delete_records.v2.request import DeleteRecordsRequest
@@ -49,12 +51,20 @@ async def list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> dict
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     replica_id = getattr(request, "replica_id", -1)
     replica = replica_id >= 0
+    denied: set[str] = set()
+    if ctx.server.authorizer is not None:  # DESCRIBE on each topic
+        names = [t.name for t in request.topics or ()]
+        denied = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     topics = []
     for topic in request.topics or ():
         results = []
         for p in topic.partitions or ():
             result = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
                       "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if topic.name in denied:
+                result["error_code"] = ErrorCode.topic_authorization_failed
+                results.append(result)
+                continue
             partition, error = ctx.server.replicas.leader_partition(
                 topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1),
                 require_leader=replica_id != DEBUGGING_REPLICA_ID)
@@ -79,12 +89,21 @@ async def list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> dict
 async def offset_for_leader_epoch(
     ctx: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> dict[str, Any]:
+    denied: set[str] = set()
+    if ctx.server.authorizer is not None and not authorize_cluster(
+            ctx, AclOperation.CLUSTER_ACTION):  # a follower's, else DESCRIBE on each topic
+        names = [t.topic for t in request.topics or ()]
+        denied = unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     topics = []
     for topic in request.topics or ():
         results = []
         for p in topic.partitions or ():
             result = {"error_code": ErrorCode.none, "partition": p.partition,
                       "leader_epoch": -1, "end_offset": -1}
+            if topic.topic in denied:
+                result["error_code"] = ErrorCode.topic_authorization_failed
+                results.append(result)
+                continue
             partition, error = ctx.server.replicas.leader_partition(topic.topic, p.partition,
                                                                     p.current_leader_epoch)
             if error is not None or partition is None:
@@ -100,6 +119,10 @@ async def offset_for_leader_epoch(
 @api(21, "DeleteRecords", 0, 2)
 async def delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> dict[str, Any]:
     server = ctx.server
+    denied: set[str] = set()
+    if server.authorizer is not None:  # DELETE on each topic
+        names = [t.name for t in request.topics or ()]
+        denied = unauthorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, names)
     topics = []
     changed = False
     for topic in request.topics or ():
@@ -107,6 +130,10 @@ async def delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> 
         for p in topic.partitions or ():
             result = {"partition_index": p.partition_index, "low_watermark": -1,
                       "error_code": ErrorCode.none}
+            if topic.name in denied:
+                result["error_code"] = ErrorCode.topic_authorization_failed
+                results.append(result)
+                continue
             partition, error = server.replicas.leader_partition(topic.name, p.partition_index)
             if error is not None or partition is None:
                 result["error_code"] = error or ErrorCode.unknown_topic_or_partition

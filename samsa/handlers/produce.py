@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.partition import Partition
 from samsa.errors import CloseConnection, ErrorCode, KafkaError
+from samsa.handlers.authz import authorize, unauthorized
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
 from samsa.records.batch import HEADER_SIZE, LOG_OVERHEAD, Attr, read_header
+from samsa.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
     from kio.schema.produce.v11.request import ProduceRequest
@@ -120,15 +122,41 @@ async def _await_replication(
                           error_message="the ISR shrank below min.insync.replicas")
 
 
+def _is_transactional(records: bytes | None) -> bool:
+    return (records is not None and len(records) >= HEADER_SIZE
+            and bool(records[_ATTRIBUTES_LOW] & Attr.TRANSACTIONAL))
+
+
+def _denials(ctx: RequestContext, request: ProduceRequest) -> tuple[ErrorCode | None, set[str]]:
+    """Kafka's checks (with an authorizer): transactional records need WRITE on the
+    transactional id (else the whole request is refused), each topic WRITE."""
+    txn_id = request.transactional_id
+    if any(_is_transactional(d.records) for t in request.topic_data or ()
+           for d in t.partition_data or ()) and (txn_id is None or not authorize(
+               ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)):
+        return ErrorCode.transactional_id_authorization_failed, set()
+    names = [t.name for t in request.topic_data or ()]
+    return None, unauthorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
+
+
 @api(0, "Produce", 3, 11)
 async def produce(ctx: RequestContext, request: ProduceRequest) -> dict[str, Any] | None:
     acks = request.acks
     responses: list[dict[str, Any]] = []
     waits: list[tuple[dict[str, Any], Partition, int]] = []
+    refused: ErrorCode | None = None
+    denied: set[str] = set()
+    if ctx.server.authorizer is not None:
+        refused, denied = _denials(ctx, request)
     for topic in request.topic_data or ():
         results = []
         for data in topic.partition_data or ():
-            if acks not in (0, 1, -1):
+            if refused is not None:
+                results.append(_partition_result(data.index, refused))
+            elif topic.name in denied:
+                results.append(_partition_result(
+                    data.index, ErrorCode.topic_authorization_failed))
+            elif acks not in (0, 1, -1):
                 results.append(_partition_result(data.index, ErrorCode.invalid_required_acks))
             else:
                 results.append(_append(ctx, topic.name, data.index, data.records,

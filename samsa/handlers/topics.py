@@ -14,13 +14,15 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from samsa.cluster.topic_admin import wait_until
-from samsa.cluster.topics import topic_name_problem
+from samsa.cluster.topics import Topic, topic_name_problem
 from samsa.config import ConfigError, LogConfig
 from samsa.errors import ErrorCode, KafkaError, error
+from samsa.handlers.authz import authorize, authorize_cluster, authorized, unauthorized
 from samsa.handlers.configs import topic_config_entries
 from samsa.handlers.context import Broker, RequestContext
 from samsa.handlers.registry import api
 from samsa.protocol.build import to_ms
+from samsa.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
     from kio.schema.create_partitions.v3.request import (
@@ -40,6 +42,7 @@ MAX_PARTITIONS_PER_REQUEST = 10000
 _TOO_LARGE = "Unable to perform excessively large batch operation."
 
 DELETION_DISABLED = "Topic deletion is disabled."
+TOPIC_DENIED = ErrorCode.topic_authorization_failed
 UNKNOWN_TOPIC = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID = "This server does not host this topic ID."
 
@@ -134,8 +137,14 @@ def _partition_count(server: Broker, topic: CreatableTopic) -> int:
 
 def _created_result(
     ctx: RequestContext, name: str, topic_id: uuid.UUID | None, partitions: int,
-    configs: dict[str, str], replication_factor: int,
+    configs: dict[str, str], replication_factor: int, shown: bool = True,
 ) -> dict[str, Any]:
+    """``shown``: the principal may DESCRIBE_CONFIGS the topic; else its configs, partitions
+    and replication factor are left out (TOPIC_AUTHORIZATION_FAILED as the config error)."""
+    if not shown:
+        return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.none,
+                "error_message": None, "topic_config_error_code": TOPIC_DENIED,
+                "num_partitions": -1, "replication_factor": -1, "configs": []}
     entries = sorted(topic_config_entries(ctx.server, configs), key=lambda e: e["name"])
     return {
         "name": name,
@@ -174,6 +183,14 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> di
     results = []
     answered: set[str] = set()
     made: dict[str, uuid.UUID] = {}
+    # CREATE on the cluster, else on each topic; DESCRIBE_CONFIGS to be shown its configs
+    may_create: set[str] | None = None
+    may_see: set[str] | None = None
+    if server.authorizer is not None:
+        names = set(counts)
+        if not authorize_cluster(ctx, AclOperation.CREATE):
+            may_create = authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
+        may_see = authorized(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
     for topic in requested:
         name = topic.name
         if name in answered:
@@ -182,6 +199,9 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> di
         if counts[name] > 1:
             results.append(_failed_result(name, ErrorCode.invalid_request,
                                           "Duplicate topic name."))
+            continue
+        if may_create is not None and name not in may_create:
+            results.append(_failed_result(name, TOPIC_DENIED, "Authorization failed."))
             continue
         try:
             problem = topic_name_problem(name)
@@ -219,7 +239,8 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> di
                 continue
             topic_id = created.topic_id
             made[name] = topic_id
-        results.append(_created_result(ctx, name, topic_id, partitions, configs, factor))
+        results.append(_created_result(ctx, name, topic_id, partitions, configs, factor,
+                                       may_see is None or name in may_see))
     timeout_ms = to_ms(request.timeout)
     if made and timeout_ms > 0:
         # As Kafka's DelayedCreatePartitions: answer once this broker knows the new topics (in
@@ -259,6 +280,23 @@ def _requested_deletions(
     ]
 
 
+def _deletion_refused(
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, topic: Topic | None,
+) -> dict[str, Any] | None:
+    """Kafka's checks: a topic named by id needs DESCRIBE, or its name is not told (an unknown
+    id is UNKNOWN_TOPIC_ID first); every topic needs DELETE, before whether it exists."""
+    if topic_id is not None:
+        if topic is None:
+            return None
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            return _delete_result(None, topic_id, TOPIC_DENIED)
+        name = topic.name
+    assert name is not None
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+        return _delete_result(name, topic_id, TOPIC_DENIED)
+    return None
+
+
 @api(20, "DeleteTopics", 1, 6)
 async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> dict[str, Any]:
     server = ctx.server
@@ -271,6 +309,7 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> di
                 "responses": [_delete_result(n, i, code, DELETION_DISABLED) for n, i in wanted]}
     names = Counter(n for n, i in wanted if n is not None and i is None)
     ids = Counter(i for n, i in wanted if n is None and i is not None)
+    checked = server.authorizer is not None
     responses = []
     answered: set[tuple[str, str | uuid.UUID | None]] = set()
     doomed: dict[uuid.UUID, str] = {}
@@ -300,6 +339,11 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> di
         else:
             assert topic_id is not None  # neither was given: answered above
             topic = store.by_id(topic_id)
+        if checked:  # DELETE on the topic (and DESCRIBE to learn the name of an id)
+            refused = _deletion_refused(ctx, name, topic_id, topic)
+            if refused is not None:
+                responses.append(refused)
+                continue
         if topic is None:
             if name is not None:
                 responses.append(_delete_result(name, None, ErrorCode.unknown_topic_or_partition,
@@ -373,6 +417,8 @@ async def create_partitions(
     budget = MAX_PARTITIONS_PER_REQUEST
     results = []
     answered: set[str] = set()
+    denied = unauthorized(ctx, AclOperation.ALTER, ResourceType.TOPIC,
+                          (t.name for t in requested))  # ALTER on each topic
     for topic in requested:
         if topic.name in answered:
             continue
@@ -380,6 +426,10 @@ async def create_partitions(
         if topic.name in duplicates:
             results.append(_partitions_result(topic.name, ErrorCode.invalid_request,
                                               "Duplicate topic name."))
+            continue
+        if topic.name in denied:
+            results.append(_partitions_result(topic.name, TOPIC_DENIED,
+                                              "The topic authorization is failed."))
             continue
         try:
             additional = _check_new_partitions(server, topic, budget)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from samsa.errors import CloseConnection
+from samsa.security.acl import ANONYMOUS_PRINCIPAL
 from samsa.storage.log import FileRegion
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,15 @@ Dispatch = Callable[[Any, "Connection"], Awaitable[list[Any] | None]]
 
 
 class Connection(asyncio.BufferedProtocol):
+    # Who the client is, as authorization reads it (handlers/context.RequestContext):
+    # authentication sets it per connection; a PLAINTEXT one stays Kafka's anonymous principal.
+    principal: str = ANONYMOUS_PRINCIPAL
+
+    @property
+    def host(self) -> str:
+        """The client's address (``peer`` without its port), the host ACLs are about."""
+        return self.peer.rsplit(":", 1)[0]
+
     def __init__(self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable) -> None:
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes

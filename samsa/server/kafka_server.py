@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
+from samsa.cluster.acls import AclStore
 from samsa.cluster.partition_writer import LogPartitionWriter
 from samsa.cluster.producer_ids import ProducerIdManager
 from samsa.cluster.replicas import Replicas
@@ -38,6 +39,7 @@ from samsa.protocol.codec import (
     peek_key_and_version,
 )
 from samsa.protocol.fast import FAST_RESPONSES, encode_fast
+from samsa.security.authorizer import AclAuthorizer, authorizer_from_config
 from samsa.server.connection import Connection
 from samsa.server.modes import Mode, SingleNode
 from samsa.storage.log_cleaner import LogCleaner
@@ -112,6 +114,9 @@ class KafkaServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self.cleaner: LogCleaner | None = None
+        # authorization (handlers/authz.py): None when authorizer.class.name is empty
+        self.authorizer: AclAuthorizer | None = authorizer_from_config(self.config)
+        self.acl_store: AclStore | None = None
         # the mode is decided here, once: nothing below asks which it is
         self.mode: Mode = (
             ZkSupport(self.config, self.replicas) if self.config.get("zookeeper.connect")
@@ -137,6 +142,8 @@ class KafkaServer:
         try:
             await self._start()
         except BaseException:
+            if self.acl_store is not None:
+                await self.acl_store.stop()
             await self.mode.stop()
             if self.cleaner is not None:
                 await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
@@ -178,6 +185,9 @@ class KafkaServer:
             c.get("transaction.state.log.replication.factor"), single_node=self.mode.single_node,
         ))
         await self.txn_coordinator.start()
+        if self.authorizer is not None:  # the ACLs, before any request is decided
+            self.acl_store = self.mode.acl_store(self.authorizer)
+            await self.acl_store.start()
         loop = asyncio.get_running_loop()
         max_request = self.config.get("socket.request.max.bytes")
         for listener in self.listeners:
@@ -313,6 +323,8 @@ class KafkaServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
+        if self.acl_store is not None:
+            await self.acl_store.stop()
         await self.mode.stop()
         if self.cleaner is not None:  # joined off the loop: its swaps run on the loop
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
