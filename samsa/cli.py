@@ -1,7 +1,7 @@
 """The ``samsa`` command. Each tool prints one line to stderr and exits non-zero on an error.
 
 ``server`` and ``dump-log`` live here; the client tools (``topics``, ``configs``, ``produce``,
-``consume``) live in ``samsa.tools``.
+``consume``, ``acls``, ...) live in ``samsa.tools``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from samsa.records.batch import Attr, BatchHeader, iter_headers
 from samsa.records.control import read_marker
 from samsa.records.record import decode_records
 from samsa.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from samsa.tools.acls import acls
 from samsa.tools.cluster import cluster
 from samsa.tools.configs import configs
 from samsa.tools.console import consume, produce
@@ -35,7 +36,7 @@ from samsa.tools.transactions import transactions
 # Kafka's tools, as samsa subcommands
 COMMANDS: tuple[click.Command, ...] = (
     topics, configs, produce, consume, groups, transactions, reassign_partitions,
-    leader_election, cluster,
+    leader_election, acls, cluster,
 )
 
 
