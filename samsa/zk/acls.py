@@ -12,14 +12,17 @@ are deleted, as Kafka's listener does.
 
 CreateAcls and DeleteAcls on any broker change a pattern's node by read-modify-write,
 conditional on the version read (retried when another broker wrote meanwhile; an emptied node
-is deleted), apply what they wrote to the local authorizer, then announce the change. Every
-ZooKeeper call runs off the event loop; the authorizer is only changed on the loop.
+is deleted), apply what they wrote to the local authorizer, then announce the change. One
+broker makes one such change at a time (Kafka's authorizer holds its write lock), so only other
+brokers' writes make it retry. Every ZooKeeper call runs off the event loop; the authorizer is
+only changed on the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Callable, Sequence
 
@@ -56,7 +59,8 @@ log = logging.getLogger(__name__)
 CHANGE_ROOTS = (LITERAL_CHANGES, EXTENDED_CHANGES)
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's AclAuthorizer changeExpirationMs
 MAX_UPDATE_RETRIES = 10  # Kafka's AclAuthorizer maxUpdateRetries
-_RETRY_BACKOFF_S = 0.5
+UPDATE_BACKOFF_S, UPDATE_JITTER_S = 0.1, 0.05  # its retryBackoffMs and retryBackoffJitterMs
+_RETRY_BACKOFF_S = 0.5  # reading notifications again after ZooKeeper failed
 
 Entries = frozenset[AccessControlEntry]
 
@@ -78,28 +82,30 @@ class ZkAclStore:
         self._changed: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self._changing = asyncio.Lock()  # one change of this broker at a time
 
     # --- start-up and following changes ---------------------------------------------------------
 
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
-        await loop.run_in_executor(None, self._ensure_paths)
-        for root in CHANGE_ROOTS:  # first: a change made during the load is seen after it
-            self.client.ChildrenWatch(root, self._on_children)
+        # the watches first: a change made during the load is seen after it
+        await loop.run_in_executor(None, self._ensure_paths_and_watch)
         nodes = await loop.run_in_executor(None, self._read_all)
         self.authorizer.add(nodes, validate=False)
         log.info("loaded %d ACLs from ZooKeeper", len(self.authorizer))
         self._task = loop.create_task(self._follow())
 
-    def _ensure_paths(self) -> None:
-        """Kafka's createAclPaths: each store's root and resource type paths, the change roots."""
+    def _ensure_paths_and_watch(self) -> None:
+        """Kafka's createAclPaths (each store's root and resource type paths, the change
+        roots), then a watch on each change root."""
         types = [t for t in ResourceType if t not in (ResourceType.UNKNOWN, ResourceType.ANY)]
         for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
             for resource_type in types:
                 self.client.ensure_path(resource_type_path(pattern_type, resource_type))
         for root in CHANGE_ROOTS:
             self.client.ensure_path(root)
+            self.client.ChildrenWatch(root, self._on_children)
 
     def _read_all(self) -> list[AclBinding]:
         bindings: list[AclBinding] = []
@@ -239,7 +245,7 @@ class ZkAclStore:
             except (BadVersionError, NodeExistsError, NoNodeError):
                 log.debug("ACLs of %s changed meanwhile (attempt %d); retrying", path,
                           attempt + 1)
-                time.sleep(0.01 * (attempt + 1))
+                time.sleep(UPDATE_BACKOFF_S + random.uniform(0, UPDATE_JITTER_S))
                 continue
             notification, data = change_notification(pattern)
             self.client.create(notification, data, sequence=True, makepath=True)
@@ -261,6 +267,14 @@ class ZkAclStore:
         return None
 
     async def create(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
+        async with self._changing:
+            return await self._create(bindings)
+
+    async def delete(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+        async with self._changing:
+            return await self._delete(filters)
+
+    async def _create(self, bindings: Sequence[AclBinding]) -> list[KafkaError | None]:
         results: list[KafkaError | None] = []
         by_pattern: dict[ResourcePattern, list[int]] = {}
         for index, binding in enumerate(bindings):
@@ -275,7 +289,7 @@ class ZkAclStore:
                 results[i] = failure
         return results
 
-    async def delete(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
+    async def _delete(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
         results = self.authorizer.matching(filters)
         doomed: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for result in results:
