@@ -567,6 +567,8 @@ def main() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)  # a client thread stuck in librdkafka must not hold the exit
+    # stopped (make chaos interrupted): the run's cleanup removes its processes and namespaces
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     scenarios = args.scenario or ["all"]
     if "all" in scenarios:
         scenarios = [*RANDOM_FAULTS, "random"]
