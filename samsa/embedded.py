@@ -105,7 +105,6 @@ class Broker:
                 "ssl.keystore.location": str(self.tls.keystore_file),
                 "ssl.truststore.type": "PEM",
                 "ssl.truststore.location": str(self.tls.ca_file),
-                "security.inter.broker.protocol": "SSL",
             })
         props.update(config or {})
         props.update({k.replace("_", "."): v for k, v in overrides.items()})
@@ -134,16 +133,26 @@ class Broker:
     def port(self) -> int:
         return self.server.bound[0].port
 
-    def client_config(self, client_certificate: bool | None = None, **extra: Any
-                      ) -> dict[str, Any]:
-        """A confluent-kafka (librdkafka) client's settings for this broker: the bootstrap
-        servers and, with TLS, ``security.protocol``, the CA and (``client_certificate``; by
-        default where ``ssl.client.auth`` asks for one) the client certificate."""
-        found: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
-        if self.tls is not None:
+    def bootstrap_for(self, listener: str) -> str:
+        """host:port of one listener (by name: PLAINTEXT, SSL, INTERNAL, ...)."""
+        return self.server.bootstrap_for(listener)
+
+    def client_config(self, listener: str | None = None, client_certificate: bool | None = None,
+                      **extra: Any) -> dict[str, Any]:
+        """A confluent-kafka (librdkafka) client's settings for ``listener`` (default: the
+        first one): the bootstrap servers and, on an SSL listener, ``security.protocol``, the
+        CA and (``client_certificate``; by default where the listener's ``ssl.client.auth``
+        asks for one) the client certificate. ``extra``: more settings, Kafka's names."""
+        name = (listener or self.server.listeners[0].listener_name).upper()
+        found: dict[str, Any] = {"bootstrap.servers": self.bootstrap_for(name)}
+        if self.server.listener_config.protocols.get(name) == "SSL":
+            if self.tls is None:
+                raise ValueError("this broker has no throwaway CA: start it with "
+                                 "security_protocol='SSL'")
             found.update({"security.protocol": "SSL", "ssl.ca.location": str(self.tls.ca_file)})
             if client_certificate is None:
-                client_certificate = self.server.config.get("ssl.client.auth") != "none"
+                client_certificate = self.server.config.listener_get(
+                    name, "ssl.client.auth") != "none"
             if client_certificate:
                 found.update({"ssl.certificate.location": str(self.tls.client_cert_file),
                               "ssl.key.location": str(self.tls.client_key_file)})
