@@ -34,13 +34,15 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from samsa.security.ca import LOCAL_HOSTS, CertificateAuthority
 from samsa.server.kafka_server import KafkaServer
 from samsa.storage.log_cleaner import CleanerMetrics
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:  # samsa.security.ca (cryptography) is imported only for a TLS broker
+    from samsa.security.ca import CertificateAuthority
 
 _START_TIMEOUT = 60
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
@@ -66,6 +68,8 @@ class TlsFiles:
 
 
 def _make_tls() -> TlsFiles:
+    from samsa.security.ca import LOCAL_HOSTS, CertificateAuthority
+
     directory = Path(tempfile.mkdtemp(prefix="samsa-tls-"))
     ca = CertificateAuthority()
     keystore = ca.issue("CN=localhost", hosts=LOCAL_HOSTS).write_keystore(

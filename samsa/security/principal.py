@@ -18,8 +18,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cryptography import x509
-
 from samsa.config import ConfigError
 
 USER_TYPE = "User"
@@ -280,6 +278,8 @@ def rfc2253_name(name_der: bytes) -> str:
 
 def certificate_subject(certificate_der: bytes) -> str:
     """The subject of a DER certificate as Kafka's principal builder sees it."""
+    from cryptography import x509  # only with TLS: its import takes a while
+
     certificate = x509.load_der_x509_certificate(certificate_der)
     return rfc2253_name(certificate.subject.public_bytes())
 

@@ -29,13 +29,12 @@ import ssl
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.serialization import pkcs12
+from typing import TYPE_CHECKING, Any
 
 from samsa.config import BrokerConfig, ConfigError
+
+if TYPE_CHECKING:  # imported where a store is loaded: cryptography's import takes a while
+    from cryptography import x509
 
 Get = Callable[[str], Any]
 
@@ -180,6 +179,8 @@ def pem_blocks(text: str, kinds: tuple[str, ...]) -> list[str]:
 
 
 def _pem_key(text: str, password: str | None, source: str) -> Any:
+    from cryptography.hazmat.primitives import serialization
+
     blocks = pem_blocks(text, ("PRIVATE KEY",))
     if not blocks:
         raise ConfigError(f"Invalid SSL key store {source}: no private key in it")
@@ -195,6 +196,8 @@ def _pem_key(text: str, password: str | None, source: str) -> Any:
 
 
 def _pem_certificates(text: str, source: str) -> list[x509.Certificate]:
+    from cryptography import x509
+
     blocks = pem_blocks(text, ("CERTIFICATE",))
     if not blocks:
         raise ConfigError(f"Invalid SSL key store {source}: no certificate in it")
@@ -206,6 +209,8 @@ def _pem_certificates(text: str, source: str) -> list[x509.Certificate]:
 
 def _load_keystore(context: ssl.SSLContext, get: Get) -> bool:
     """Load the key store into ``context``; False where none is configured."""
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
     store_type = get("ssl.keystore.type")
     location = get("ssl.keystore.location")
     chain, inline_key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
@@ -256,6 +261,8 @@ def _load_keystore(context: ssl.SSLContext, get: Get) -> bool:
 
 def _load_chain(context: ssl.SSLContext, key: Any, certificates: list[x509.Certificate],
                 source: str) -> None:
+    from cryptography.hazmat.primitives import serialization
+
     once = secrets.token_urlsafe(24)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.BestAvailableEncryption(once.encode()))
@@ -275,6 +282,9 @@ def _load_chain(context: ssl.SSLContext, key: Any, certificates: list[x509.Certi
 # --- trust store ----------------------------------------------------------------------------
 
 def _load_truststore(context: ssl.SSLContext, get: Get) -> bool:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
     store_type = get("ssl.truststore.type")
     location, inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
     password = get("ssl.truststore.password")
