@@ -19,13 +19,20 @@ if TYPE_CHECKING:  # all from the layers below the handlers
     from samsa.config import BrokerConfig
     from samsa.coordinator.group_coordinator import GroupCoordinator
     from samsa.coordinator.txn_coordinator import TransactionCoordinator
+    from samsa.security.principal import KafkaPrincipal
     from samsa.storage.manager import LogManager
 
 
 class Peer(Protocol):
-    """The connection a request came on."""
+    """The connection a request came on: its address, the listener it came in on, and who
+    the client is (authenticated before its first request: ``User:ANONYMOUS`` on PLAINTEXT,
+    the client certificate's principal on SSL)."""
 
     peer: str
+    principal: KafkaPrincipal
+
+    @property
+    def listener_name(self) -> str: ...
 
 
 class Broker(Protocol):
@@ -59,3 +66,8 @@ class RequestContext:
     @property
     def client_id(self) -> str:
         return self.request.client_id
+
+    @property
+    def listener_name(self) -> str | None:
+        """The listener the request came in on (None: no connection, as in the fuzzers)."""
+        return getattr(self.connection, "listener_name", None)

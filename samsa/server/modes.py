@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 from samsa.cluster.replicas import Replicas
 from samsa.cluster.topic_admin import LocalTopicAdmin, TopicAdmin
 from samsa.config import BrokerConfig
+from samsa.security.listeners import EndPoint
 
 if TYPE_CHECKING:
     from samsa.zk.controller import Controller
@@ -51,8 +52,8 @@ class Mode(Protocol):
     def open_replicas(self) -> None:
         """Open the replicas the broker hosts at start."""
 
-    async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
-        """Once listening: join the cluster (``endpoints``: listener name, host, port)."""
+    async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
+        """Once listening: join the cluster (``endpoints``: the advertised listeners)."""
 
     def log_dir_failed(self, partitions: list[tuple[str, int]]) -> None:
         """A log directory failed and these partitions went offline here (more may stay
@@ -75,7 +76,7 @@ class SingleNode:
     replica_manager = None
 
     def __init__(self, config: BrokerConfig, replicas: Replicas,
-                 address: Callable[[], tuple[str, int]]) -> None:
+                 address: Callable[[str | None], tuple[str, int] | None]) -> None:
         self.replicas = replicas
         self.topic_admin = LocalTopicAdmin(replicas, config.get("broker.rack"), address)
 
@@ -94,7 +95,7 @@ class SingleNode:
     def open_replicas(self) -> None:
         self.replicas.open_all_local()
 
-    async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
+    async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         pass
 
     def log_dir_failed(self, partitions: list[tuple[str, int]]) -> None:
