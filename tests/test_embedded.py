@@ -359,7 +359,9 @@ def test_server_process_killed_recovers(tmp_path):
 @pytest.mark.parametrize(
     ("override", "key"),
     [("foo.bar=1", "foo.bar"), ("num.partitions=abc", "num.partitions"),
-     ("num.partitions=0", "num.partitions"), ("listeners=SSL://127.0.0.1:1", "listeners")],
+     ("num.partitions=0", "num.partitions"),
+     ("listeners=SASL_SSL://127.0.0.1:1", "SASL listeners are not supported yet"),
+     ("listeners=SSL://127.0.0.1:1", "ssl.keystore.location")],
 )
 def test_server_bad_config_one_line_error(tmp_path, override, key):
     result = subprocess.run(

@@ -85,8 +85,10 @@ class TopicAdmin(ABC):
         """A topic's config overrides, applied here at once (and everywhere in a cluster)."""
 
     @abstractmethod
-    def nodes(self) -> list[Node]:
-        """The brokers clients may connect to."""
+    def nodes(self, listener: str | None = None) -> list[Node]:
+        """The brokers, as clients of ``listener`` reach them (Kafka's rule: a client is told
+        the endpoints of the listener it connected on; brokers without that listener are
+        left out). None: the inter-broker listener, as this broker reaches the others."""
 
     @abstractmethod
     def controller_id(self) -> int:
@@ -97,10 +99,11 @@ class TopicAdmin(ABC):
         """What Metadata says of a partition."""
 
     @abstractmethod
-    def coordinator_node(self, topic: str, index: int) -> tuple[Node | None, str]:
+    def coordinator_node(self, topic: str, index: int, listener: str | None = None
+                         ) -> tuple[Node | None, str]:
         """The broker that coordinates what lives in an internal topic's partition (its
-        leader), or None and why (COORDINATOR_NOT_AVAILABLE; the topic is created on first
-        use)."""
+        leader) as clients of ``listener`` reach it, or None and why
+        (COORDINATOR_NOT_AVAILABLE; the topic is created on first use)."""
 
     @abstractmethod
     async def elect_leaders(self, election_type: int, wanted: Sequence[TP] | None
@@ -153,8 +156,9 @@ class LocalTopicAdmin(TopicAdmin):
     """A single node: the topic store and this broker's logs are the whole cluster."""
 
     def __init__(self, replicas: Replicas, rack: str | None,
-                 address: Callable[[], tuple[str, int]]) -> None:
-        """``address``: the (host, port) clients reach this broker on, once it listens."""
+                 address: Callable[[str | None], tuple[str, int] | None]) -> None:
+        """``address``: the (host, port) clients of a listener reach this broker on, once it
+        listens (None: it has no such listener)."""
         super().__init__(replicas)
         self.rack = rack
         self.address = address
@@ -162,12 +166,15 @@ class LocalTopicAdmin(TopicAdmin):
     def live_brokers(self) -> dict[int, str | None]:
         return {self.replicas.broker_id: self.rack}
 
-    def _self(self) -> Node:
-        host, port = self.address()
-        return Node(self.replicas.broker_id, host, port, self.rack)
+    def _self(self, listener: str | None = None) -> Node | None:
+        address = self.address(listener)
+        if address is None:
+            return None
+        return Node(self.replicas.broker_id, address[0], address[1], self.rack)
 
-    def nodes(self) -> list[Node]:
-        return [self._self()]
+    def nodes(self, listener: str | None = None) -> list[Node]:
+        node = self._self(listener)
+        return [node] if node is not None else []
 
     def controller_id(self) -> int:
         return self.replicas.broker_id
@@ -179,8 +186,10 @@ class LocalTopicAdmin(TopicAdmin):
         return PartitionView(node, partition.leader_epoch if partition else 0, (node,), (node,),
                              offline)
 
-    def coordinator_node(self, topic: str, index: int) -> tuple[Node | None, str]:
-        return self._self(), ""
+    def coordinator_node(self, topic: str, index: int, listener: str | None = None
+                         ) -> tuple[Node | None, str]:
+        node = self._self(listener)
+        return (node, "") if node is not None else (None, f"no listener {listener}")
 
     def _partitions(self) -> set[TP]:
         return {(t.name, p) for t in self.replicas.store.topics.values()

@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # all from the coordinators' layer or below
     from samsa.cluster.topic_admin import TopicAdmin
     from samsa.config import BrokerConfig
     from samsa.coordinator.group_coordinator import GroupCoordinator
+    from samsa.security.channel import InterBrokerSecurity
 
 
 class CoordinatorHost(Protocol):
@@ -20,3 +21,5 @@ class CoordinatorHost(Protocol):
     topic_admin: TopicAdmin
     producer_ids: ProducerIdManager | None
     group_coordinator: GroupCoordinator | None  # the transaction coordinator completes offsets
+    # how this broker reaches the others (the markers go to the inter-broker listener)
+    inter_broker: InterBrokerSecurity

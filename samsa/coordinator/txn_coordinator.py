@@ -509,7 +509,8 @@ class TransactionCoordinator:
         try:
             connection = await BrokerConnection.open(
                 endpoint.host or "127.0.0.1", endpoint.port,
-                f"broker-{self.server.broker_id}-txn-markers", MARKER_TIMEOUT_S)
+                f"broker-{self.server.broker_id}-txn-markers", MARKER_TIMEOUT_S,
+                ssl_context=self.server.inter_broker.ssl_context)
         except BrokerConnectionError as exc:
             raise MarkerError(str(exc)) from exc
         try:

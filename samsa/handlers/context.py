@@ -22,15 +22,21 @@ if TYPE_CHECKING:  # all from the layers below the handlers
     from samsa.coordinator.group_coordinator import GroupCoordinator
     from samsa.coordinator.txn_coordinator import TransactionCoordinator
     from samsa.security.authorizer import AclAuthorizer
+    from samsa.security.principal import KafkaPrincipal
     from samsa.storage.manager import LogManager
 
 
 class Peer(Protocol):
-    """The connection a request came on. Authentication sets its ``principal`` attribute
-    (``Type:name``) and it may name the client's ``host``; a connection without them is
-    ``User:ANONYMOUS`` from the host of ``peer`` (``host:port``)."""
+    """The connection a request came on: its address, the listener it came in on, and who
+    the client is (authenticated before its first request: ``User:ANONYMOUS`` on PLAINTEXT,
+    the client certificate's principal on SSL). Authorization reads the principal as
+    ``Type:name`` and the client's host from ``peer``."""
 
     peer: str
+    principal: KafkaPrincipal
+
+    @property
+    def listener_name(self) -> str: ...
 
 
 class Broker(Protocol):
@@ -68,16 +74,18 @@ class RequestContext:
         return self.request.client_id
 
     @property
+    def listener_name(self) -> str | None:
+        """The listener the request came in on (None: no connection, as in the fuzzers)."""
+        return getattr(self.connection, "listener_name", None)
+
+    @property
     def principal(self) -> str:
-        """Who sent the request: the connection's principal, ``User:ANONYMOUS`` without one."""
-        return getattr(self.connection, "principal", None) or ANONYMOUS_PRINCIPAL
+        """Who sent the request, as ACLs name principals (``User:alice``); ``User:ANONYMOUS``
+        without a connection."""
+        return str(getattr(self.connection, "principal", ANONYMOUS_PRINCIPAL))
 
     @property
     def client_host(self) -> str:
-        """Where from: the client's address as text (``127.0.0.1``), as Kafka's ACLs name
-        hosts."""
+        """Where from: the client's address as text (``127.0.0.1``), as ACLs name hosts."""
         connection = self.connection
-        if connection is None:
-            return ""
-        host = getattr(connection, "host", None)
-        return host if isinstance(host, str) else connection.peer.rsplit(":", 1)[0]
+        return "" if connection is None else connection.peer.rsplit(":", 1)[0]

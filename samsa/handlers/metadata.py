@@ -40,9 +40,10 @@ TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 
 def broker_entries(ctx: RequestContext) -> list[dict[str, Any]]:
-    """The brokers clients may connect to (this one alone on a single node)."""
+    """The brokers clients may connect to (this one alone on a single node), at their
+    endpoints of the listener the request came in on (Kafka's rule)."""
     return [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack}
-            for n in ctx.server.topic_admin.nodes()]
+            for n in ctx.server.topic_admin.nodes(ctx.listener_name)]
 
 
 def controller_id(ctx: RequestContext) -> int:
@@ -174,7 +175,8 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]
         ensure = groups.ensure_offsets_topic
     else:
         topic, partitions, ensure = TXN_STATE_TOPIC, txns.num_partitions, txns.ensure_topic
-    node, why = server.topic_admin.coordinator_node(topic, partition_for(key, partitions))
+    node, why = server.topic_admin.coordinator_node(topic, partition_for(key, partitions),
+                                                    ctx.listener_name)
     if node is None:
         ensure()
         return {**_NO_NODE, "error_code": ErrorCode.coordinator_not_available,

@@ -1,11 +1,13 @@
 """A Kafka protocol connection from this broker to another (asyncio): the replica fetcher's to
 a leader, the transaction coordinator's to a partition leader for its markers. One request at
-a time, each bounded in time; the frames come from ``samsa.protocol.client``."""
+a time, each bounded in time; the frames come from ``samsa.protocol.client``. Over TLS when
+given the inter-broker listener's client context (``ssl_context``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,13 +40,15 @@ class BrokerConnection:
     @classmethod
     async def open(
         cls, host: str, port: int, client_id: str, timeout: float,
-        require: Iterable[tuple[int, int, str]] = (),
+        require: Iterable[tuple[int, int, str]] = (), ssl_context: ssl.SSLContext | None = None,
     ) -> BrokerConnection:
-        """Connect and learn the broker's versions (ApiVersions); ``require``: (api key,
+        """Connect (with TLS when ``ssl_context`` is given: the handshake counts in
+        ``timeout``) and learn the broker's versions (ApiVersions); ``require``: (api key,
         version, name) that the broker must speak, or the connection is refused."""
         address = f"{host}:{port}"
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, ssl=ssl_context), timeout)
         except (OSError, TimeoutError) as exc:
             raise BrokerConnectionError(
                 f"cannot connect to {address}: {getattr(exc, 'strerror', None) or exc!r}"

@@ -217,9 +217,9 @@ def _check_records(view: memoryview, pos: int, header: BatchHeader) -> None:
     body: bytes | memoryview = view[pos + HEADER_SIZE : pos + header.size]
     if header.attributes & Attr.CODEC_MASK:
         # a function-level import: compression imports this module for Compression
-        from samsa.records.compression import decompress
+        from samsa.records.compression import decompress_bounded, decompressed_limit
 
-        body = decompress(header.compression, body)
+        body = decompress_bounded(header.compression, body, decompressed_limit(len(body)))
     problem = records_problem(body, header.records_count)
     if problem is not None:
         raise InvalidRecordError(f"{problem} (the record batch at position {pos} declares "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
+from collections.abc import Iterator
 
 import cramjam
 
@@ -57,6 +58,84 @@ def decompress(codec: Compression, data: bytes | memoryview) -> bytes:
     except (OSError, ValueError, EOFError, zlib.error, cramjam.DecompressionError) as exc:
         raise CorruptRecordError(f"cannot decompress {codec.name} records: {exc}") from None
     raise UnsupportedCompressionError(f"unknown compression codec {int(codec)}")
+
+
+# A produced batch is decompressed whole to count its records (Kafka streams it instead): a
+# "decompression bomb" must not make the broker allocate whatever it claims. Past this many
+# bytes, and past MAX_RATIO times its compressed size, a batch is refused.
+MAX_DECOMPRESSED_FLOOR = 64 * 1024 * 1024
+MAX_RATIO = 64
+
+
+def decompressed_limit(compressed_size: int) -> int:
+    return max(MAX_DECOMPRESSED_FLOOR, MAX_RATIO * compressed_size)
+
+
+def decompress_bounded(codec: Compression, data: bytes | memoryview,
+                       limit: int) -> bytes | memoryview:
+    """``decompress``, refusing (CorruptRecordError) a payload that would decompress to more
+    than ``limit`` bytes without ever holding more than about that much."""
+    try:
+        if codec == Compression.GZIP:
+            return _gzip_bounded(bytes(data), limit)
+        if codec == Compression.SNAPPY:
+            return _snappy_bounded(bytes(data), limit)
+        if codec in (Compression.LZ4, Compression.ZSTD):
+            module = cramjam.lz4 if codec == Compression.LZ4 else cramjam.zstd
+            size = min(limit, max(64 * 1024, 8 * len(data)))
+            while True:  # the size is unknown up front: a buffer that grows to the limit
+                out = bytearray(size)
+                try:
+                    return memoryview(out)[: module.decompress_into(bytes(data), out)]
+                except cramjam.DecompressionError as exc:
+                    if "whole buffer" not in str(exc):
+                        raise
+                    if size >= limit:
+                        raise _too_large(codec, limit) from None
+                    size = min(limit, size * 4)
+    except (OSError, ValueError, EOFError, zlib.error, cramjam.DecompressionError) as exc:
+        raise CorruptRecordError(f"cannot decompress {codec.name} records: {exc}") from None
+    return decompress(codec, data)
+
+
+def _too_large(codec: Compression, limit: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"{codec.name} records decompress to more than {limit} bytes: refused")
+
+
+def _gzip_bounded(data: bytes, limit: int) -> bytes:
+    out: list[bytes] = []
+    left = limit
+    while data:  # one gzip member after another, as gzip.decompress reads them
+        stream = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out.append(stream.decompress(data, left + 1))
+        left -= len(out[-1])
+        if left < 0 or stream.unconsumed_tail:
+            raise _too_large(Compression.GZIP, limit)
+        if not stream.eof:
+            raise EOFError("truncated gzip stream")
+        data = stream.unused_data.lstrip(b"\0")
+    return b"".join(out)
+
+
+def _snappy_bounded(data: bytes, limit: int) -> bytes:
+    blocks = [data] if not data.startswith(_XERIAL_MAGIC) else list(_xerial_blocks(data))
+    if sum(cramjam.snappy.decompress_raw_len(b) for b in blocks) > limit:
+        raise _too_large(Compression.SNAPPY, limit)
+    return b"".join(bytes(cramjam.snappy.decompress_raw(b)) for b in blocks)
+
+
+def _xerial_blocks(data: bytes) -> Iterator[bytes]:
+    pos = len(_XERIAL_HEADER)
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise ValueError("truncated xerial snappy block length")
+        (size,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        if size < 0 or pos + size > len(data):
+            raise ValueError("truncated xerial snappy block")
+        yield data[pos : pos + size]
+        pos += size
 
 
 def _snappy_decompress(data: bytes) -> bytes:

@@ -1,8 +1,9 @@
-"""Security's sans-IO core: Kafka's ACL model (``acl.py``), the ACL authorizer
-(``authorizer.py``), and Kafka's ZooKeeper storage format of ACLs (``acl_store.py``).
+"""Security's core, beside records/: listeners and TLS contexts (``listeners.py``,
+``ssl_factory.py``, ``channel.py``), principals (``principal.py``), throwaway CAs for the
+embedded broker and tests (``ca.py``), Kafka's ACL model (``acl.py``), the ACL authorizer
+(``authorizer.py``) and Kafka's ZooKeeper storage format of ACLs (``acl_store.py``).
 
-No IO and no broker code: handlers and the server call into it (issue 17 wires it into the
-request path)."""
+No broker code: the server and the handlers call into it."""
 
 from .authorizer import AclAuthorizer, authorizer_from_config
 

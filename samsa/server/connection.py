@@ -4,6 +4,13 @@ Kafka's rules (INDEX.md section 2): a frame is an int32 size and that many bytes
 than ``socket.request.max.bytes`` close the connection; responses go back in request order
 (requests are processed one at a time per connection, later ones wait in a queue); a request
 that cannot be decoded closes this connection and nothing else.
+
+Authentication belongs to the connection: on a TLS listener (SSL) nothing is read as a request
+before the handshake is over, and ``principal`` is set from the client's certificate before
+the first request is processed (PLAINTEXT: ``User:ANONYMOUS``). A failed handshake (plaintext
+bytes, no certificate where one is required, an untrusted or expired one) or a certificate
+name no ``ssl.principal.mapping.rules`` rule maps closes the connection with one log line.
+SASL (next) adds its exchange as a state between the handshake and the first other request.
 """
 
 from __future__ import annotations
@@ -11,12 +18,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import re
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from samsa.errors import CloseConnection
-from samsa.security.acl import ANONYMOUS_PRINCIPAL
+from samsa.security.channel import ListenerSecurity
+from samsa.security.listeners import EndPoint
+from samsa.security.principal import ANONYMOUS, KafkaPrincipal, NoMatchingRule
 from samsa.storage.log import FileRegion
 
 log = logging.getLogger(__name__)
@@ -31,23 +42,38 @@ _READ_BUFFER = 256 * 1024
 _MIN_READ = 64 * 1024
 # Responses to pipelined requests are written together, up to this many bytes.
 _MAX_BUFFERED_OUTPUT = 1024 * 1024
+# A TLS handshake not finished by then closes the connection.
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
+_PLAINTEXT = ListenerSecurity(EndPoint("PLAINTEXT", "PLAINTEXT", "", 0))
+_OPENSSL_LOCATION = re.compile(r" \(_ssl\.c:\d+\)$")
+
+
+def handshake_failure(exc: BaseException | None) -> str:
+    """Why a TLS handshake failed, in a few words (no traceback)."""
+    if exc is None:
+        return "the client closed the connection"
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError):
+        return _OPENSSL_LOCATION.sub("", str(exc))
+    if isinstance(exc, ConnectionAbortedError) and "handshake" in str(exc):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 Dispatch = Callable[[Any, "Connection"], Awaitable[list[Any] | None]]
 
 
 class Connection(asyncio.BufferedProtocol):
-    # Who the client is, as authorization reads it (handlers/context.RequestContext):
-    # authentication sets it per connection; a PLAINTEXT one stays Kafka's anonymous principal.
-    principal: str = ANONYMOUS_PRINCIPAL
-
-    @property
-    def host(self) -> str:
-        """The client's address (``peer`` without its port), the host ACLs are about."""
-        return self.peer.rsplit(":", 1)[0]
-
-    def __init__(self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable) -> None:
+    def __init__(self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable,
+                 security: ListenerSecurity = _PLAINTEXT) -> None:
         self._dispatch = dispatch
+        self.security = security
+        # who the client is, once authenticated (the TLS handshake, if any, is over)
+        self.principal: KafkaPrincipal = ANONYMOUS
+        # file regions go out with sendfile, which a TLS transport cannot do
+        self._zero_copy = security.ssl_context is None
+        self._handshaking = False
         self._max_request_bytes = max_request_bytes
         self._on_close = on_close
         # Small frames arrive in a reusable buffer; a frame too large for it gets a buffer of
@@ -74,13 +100,63 @@ class Connection(asyncio.BufferedProtocol):
 
     # --- asyncio.BufferedProtocol -----------------------------------------------------------
 
+    @property
+    def listener_name(self) -> str:
+        return self.security.listener_name
+
+    @property
+    def security_protocol(self) -> str:
+        return self.security.security_protocol
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self._task = asyncio.get_running_loop().create_task(self._process())
+        loop = asyncio.get_running_loop()
+        if self.security.ssl_context is not None:
+            # nothing is read before the handshake starts (start_tls reads from then on)
+            transport.pause_reading()
+            self._handshaking = True
+            self._task = loop.create_task(self._handshake())
+        else:
+            self.principal = self.security.plaintext_principal()
+            self._task = loop.create_task(self._process())
         self._task.add_done_callback(lambda _task: self._on_close(self))
+
+    async def _handshake(self) -> None:
+        """TLS, then the principal from the client's certificate, then requests."""
+        raw = self.transport
+        assert raw is not None and self.security.ssl_context is not None
+        failure: BaseException | None = None
+        tls: asyncio.BaseTransport | None = None
+        try:
+            tls = await asyncio.get_running_loop().start_tls(
+                raw, self, self.security.ssl_context, server_side=True,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except (OSError, EOFError) as exc:  # ssl.SSLError is an OSError
+            failure = exc
+        finally:
+            self._handshaking = False
+        if tls is None or self._closing:
+            log.info("Failed authentication with %s (SSL handshake failed on listener %s: %s)",
+                     self.peer, self.listener_name, handshake_failure(failure))
+            self.close()
+            return
+        assert isinstance(tls, asyncio.Transport)
+        self.transport = tls
+        ssl_object = tls.get_extra_info("ssl_object")
+        try:
+            self.principal = self.security.tls_principal(
+                ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None)
+        except NoMatchingRule as exc:
+            log.info("Failed authentication with %s (listener %s: %s)", self.peer,
+                     self.listener_name, exc)
+            self.close()
+            return
+        log.debug("%s authenticated on listener %s as %s (%s)", self.peer, self.listener_name,
+                  self.principal, ssl_object.version() if ssl_object is not None else "?")
+        await self._process()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
@@ -183,8 +259,8 @@ class Connection(asyncio.BufferedProtocol):
         """Buffer a response; a large file region is sent with sendfile right away."""
         for chunk in chunks:
             if isinstance(chunk, FileRegion):
-                if chunk.length < SENDFILE_MIN_BYTES:
-                    chunk = chunk.read()
+                if chunk.length < SENDFILE_MIN_BYTES or not self._zero_copy:
+                    chunk = chunk.read()  # over TLS: read, then encrypted by the transport
                 else:
                     await self._flush_output()
                     await asyncio.get_running_loop().sendfile(
@@ -196,7 +272,10 @@ class Connection(asyncio.BufferedProtocol):
 
     async def _flush_output(self) -> None:
         if self._out and not self._closing:
-            self.transport.write(b"".join(self._out))  # type: ignore[union-attr]
+            if self._zero_copy:
+                self.transport.write(b"".join(self._out))  # type: ignore[union-attr]
+            else:  # the TLS transport encrypts each chunk: joining them first is a copy more
+                self.transport.writelines(self._out)  # type: ignore[union-attr]
         self._out.clear()
         self._out_bytes = 0
         if not self._can_write.is_set():
@@ -212,6 +291,8 @@ class Connection(asyncio.BufferedProtocol):
         """Graceful shutdown: stop reading, finish the request in flight, then close."""
         if self.transport is not None and not self.transport.is_closing():
             self.transport.pause_reading()
+        if self._handshaking and self._task is not None:
+            self._task.cancel()  # no request of this client started yet
         self._frames.clear()
         self._stopping = True
         self._frame_ready.set()

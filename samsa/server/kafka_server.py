@@ -12,10 +12,8 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 from samsa.cluster.acls import AclStore
 from samsa.cluster.partition_writer import LogPartitionWriter
@@ -40,6 +38,8 @@ from samsa.protocol.codec import (
 )
 from samsa.protocol.fast import FAST_RESPONSES, encode_fast
 from samsa.security.authorizer import AclAuthorizer, authorizer_from_config
+from samsa.security.channel import InterBrokerSecurity, ListenerSecurity
+from samsa.security.listeners import EndPoint, ListenerConfig
 from samsa.server.connection import Connection
 from samsa.server.modes import Mode, SingleNode
 from samsa.storage.log_cleaner import LogCleaner
@@ -56,27 +56,6 @@ META_PROPERTIES = "meta.properties"
 _TICK_SECONDS = 1.0
 
 
-@dataclass(frozen=True)
-class Listener:
-    name: str  # the security protocol, e.g. PLAINTEXT
-    host: str
-    port: int
-
-    @classmethod
-    def parse(cls, uri: str) -> Listener:
-        parts = urlsplit(uri)
-        name = parts.scheme.upper()
-        if name != "PLAINTEXT":
-            raise ConfigError(f"Invalid listener {uri!r}: only PLAINTEXT listeners are supported")
-        try:
-            port = parts.port
-        except ValueError:
-            port = None
-        if port is None:
-            raise ConfigError(f"Invalid listener {uri!r}: expected PLAINTEXT://host:port")
-        return cls(name, parts.hostname or "", port)
-
-
 def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
@@ -91,11 +70,14 @@ def halt_process(message: str) -> NoReturn:
 class KafkaServer:
     def __init__(self, config: BrokerConfig | Mapping[str, Any] | None = None) -> None:
         self.config = config if isinstance(config, BrokerConfig) else BrokerConfig(config)
-        self.listeners = [Listener.parse(u) for u in self.config.get("listeners")]
-        advertised = self.config.get("advertised.listeners")
-        self._advertised = [Listener.parse(u) for u in advertised] if advertised else None
-        if not self.listeners:
-            raise ConfigError("Invalid value for configuration listeners: no listener given")
+        cluster = bool(self.config.get("zookeeper.connect"))
+        self.listener_config = ListenerConfig.from_config(self.config, cluster)
+        self.listeners: list[EndPoint] = list(self.listener_config.listeners)
+        # each listener's TLS context and principal rules, and this broker's client side to
+        # the others: built here, so that a bad key store fails the start with one line
+        self.security = {e.listener_name: ListenerSecurity.build(self.config, e)
+                         for e in self.listeners}
+        self.inter_broker = InterBrokerSecurity.build(self.config, self.listener_config)
         load_handlers()
         self.log_manager = LogManager(
             self.config, topic_config=lambda topic: self.replicas.topic_log_config(topic))
@@ -109,7 +91,7 @@ class KafkaServer:
         self.connections: set[Connection] = set()
         self.broker_id = self.config.get("broker.id")
         self.cluster_id = ""
-        self.bound: list[Listener] = []
+        self.bound: list[EndPoint] = []
         self.producer_ids: ProducerIdManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
@@ -119,9 +101,8 @@ class KafkaServer:
         self.acl_store: AclStore | None = None
         # the mode is decided here, once: nothing below asks which it is
         self.mode: Mode = (
-            ZkSupport(self.config, self.replicas) if self.config.get("zookeeper.connect")
-            else SingleNode(self.config, self.replicas,
-                            lambda: (self.advertised[0].host, self.advertised[0].port)))
+            ZkSupport(self.config, self.replicas, self.inter_broker) if cluster
+            else SingleNode(self.config, self.replicas, self._address))
         self.topic_admin: TopicAdmin = self.mode.topic_admin
         # Kafka's metadata.log.dir (by default the first of log.dirs): where a single node
         # keeps its topics and producer id blocks, as a KRaft node keeps its metadata log. A
@@ -191,22 +172,24 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         max_request = self.config.get("socket.request.max.bytes")
         for listener in self.listeners:
+            security = self.security[listener.listener_name]
             server = await loop.create_server(
-                lambda: self._new_connection(max_request),
+                lambda security=security: self._new_connection(max_request, security),
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,
             )
             port = server.sockets[0].getsockname()[1]
-            self.bound.append(Listener(listener.name, listener.host, port))
+            self.bound.append(EndPoint(listener.listener_name, listener.security_protocol,
+                                       listener.host, port))
             self._servers.append(server)
-        await self.mode.join(self.broker_id, [(a.name, a.host, a.port) for a in self.advertised])
+        await self.mode.join(self.broker_id, self.advertised)
         self._tasks.append(loop.create_task(self._background()))
         self.started = True
         for directory in self.log_manager.failures.offline_dirs:  # failed while starting
             self._handle_log_dir_failure(directory)
         log.info("samsa broker %d started on %s (cluster %s)", self.broker_id,
-                 ", ".join(f"{b.host}:{b.port}" for b in self.bound), self.cluster_id)
+                 ", ".join(str(b) for b in self.bound), self.cluster_id)
 
     def _open_topic_store(self, directory: Path) -> TopicStore:
         """The topic store: a single node's topics, kept in its metadata dir (the store of
@@ -256,8 +239,8 @@ class KafkaServer:
         self.cleaner.start()
         self.replicas.on_drop = self.cleaner.forget
 
-    def _new_connection(self, max_request: int) -> Connection:
-        connection = Connection(self.dispatch, max_request, self.connections.discard)
+    def _new_connection(self, max_request: int, security: ListenerSecurity) -> Connection:
+        connection = Connection(self.dispatch, max_request, self.connections.discard, security)
         self.connections.add(connection)
         return connection
 
@@ -493,18 +476,37 @@ class KafkaServer:
         return self.replicas.topics
 
     @property
-    def advertised(self) -> list[Listener]:
-        """What Metadata tells clients: advertised.listeners, else the bound listeners."""
-        if self._advertised:
-            return [
-                Listener(a.name, a.host, a.port or b.port)
-                for a, b in zip(self._advertised, self.bound, strict=False)
-            ]
+    def advertised(self) -> list[EndPoint]:
+        """What Metadata tells clients and ZooKeeper other brokers, by listener:
+        advertised.listeners (else listeners), a port of 0 being the bound one and an
+        unspecified host 127.0.0.1."""
+        bound = {b.listener_name: b.port for b in self.bound}
         return [
-            Listener(b.name, b.host if b.host not in ("", "0.0.0.0") else "127.0.0.1", b.port)
-            for b in self.bound
+            EndPoint(a.listener_name, a.security_protocol,
+                     a.host if a.host not in ("", "0.0.0.0") else "127.0.0.1",
+                     a.port or bound.get(a.listener_name, 0))
+            for a in self.listener_config.advertised
         ]
+
+    def _address(self, listener: str | None) -> tuple[str, int] | None:
+        """(host, port) of this broker on ``listener`` (None: the inter-broker listener, else
+        the first advertised), as clients of that listener are told; None: not advertised."""
+        advertised = self.advertised
+        name = listener or self.inter_broker.listener_name
+        found = next((a for a in advertised if a.listener_name == name), None)
+        if found is None and listener is None:
+            found = advertised[0]
+        return (found.host, found.port) if found is not None else None
+
+    def bootstrap_for(self, listener: str) -> str:
+        """host:port of ``listener`` (a listener name, e.g. SSL)."""
+        address = self._address(listener.upper())
+        if address is None:
+            raise KeyError(f"no advertised listener {listener}")
+        return f"{address[0]}:{address[1]}"
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{a.host}:{a.port}" for a in self.advertised)
+        """host:port of the first advertised listener."""
+        first = self.advertised[0]
+        return f"{first.host}:{first.port}"

@@ -12,6 +12,7 @@ from samsa.cluster.replicas import Replicas
 from samsa.cluster.topic_admin import LocalTopicAdmin, TopicAdmin
 from samsa.config import BrokerConfig
 from samsa.security.authorizer import AclAuthorizer
+from samsa.security.listeners import EndPoint
 
 if TYPE_CHECKING:
     from samsa.zk.controller import Controller
@@ -56,8 +57,8 @@ class Mode(Protocol):
     def acl_store(self, authorizer: AclAuthorizer) -> AclStore:
         """Where the authorizer's ACLs are kept (built only when there is an authorizer)."""
 
-    async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
-        """Once listening: join the cluster (``endpoints``: listener name, host, port)."""
+    async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
+        """Once listening: join the cluster (``endpoints``: the advertised listeners)."""
 
     def log_dir_failed(self, partitions: list[tuple[str, int]]) -> None:
         """A log directory failed and these partitions went offline here (more may stay
@@ -80,7 +81,7 @@ class SingleNode:
     replica_manager = None
 
     def __init__(self, config: BrokerConfig, replicas: Replicas,
-                 address: Callable[[], tuple[str, int]]) -> None:
+                 address: Callable[[str | None], tuple[str, int] | None]) -> None:
         self.replicas = replicas
         self.topic_admin = LocalTopicAdmin(replicas, config.get("broker.rack"), address)
 
@@ -104,7 +105,7 @@ class SingleNode:
         manager = self.replicas.log_manager
         return FileAclStore(authorizer, manager.dirs[0], manager.failures)
 
-    async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
+    async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         pass
 
     def log_dir_failed(self, partitions: list[tuple[str, int]]) -> None:

@@ -40,6 +40,7 @@ from samsa.zk.zk_data import NO_LEADER, PartitionState, ReplicaAssignment, Topic
 
 if TYPE_CHECKING:
     from samsa.config import BrokerConfig
+    from samsa.security.channel import InterBrokerSecurity
     from samsa.zk.membership import ClusterMembership
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,13 @@ class PartitionInfo:
 
 class ReplicaManager:
     def __init__(self, broker_id: int, config: BrokerConfig, replicas: Replicas,
-                 membership: ClusterMembership) -> None:
+                 membership: ClusterMembership,
+                 inter_broker: InterBrokerSecurity | None = None) -> None:
+        """``inter_broker``: the listener the fetchers connect to, and how (None:
+        PLAINTEXT)."""
         self._broker_id = broker_id
+        self.inter_broker_listener = inter_broker.listener_name if inter_broker else "PLAINTEXT"
+        self.inter_broker_ssl = inter_broker.ssl_context if inter_broker else None
         self.config = config
         self.replicas = replicas
         self.membership = membership
@@ -371,10 +377,11 @@ class ReplicaManager:
         if fetcher is None:
             membership = self.membership
             info = membership.brokers.get(leader) if membership is not None else None
-            endpoint = info.plaintext_endpoint() if info is not None else None
+            endpoint = info.endpoint(self.inter_broker_listener) if info is not None else None
             if endpoint is None:
-                log.warning("%s-%d: leader %d is not registered yet; retrying", partition.topic,
-                            partition.index, leader)
+                log.warning("%s-%d: leader %d is not registered yet (or has no listener %s); "
+                            "retrying", partition.topic, partition.index, leader,
+                            self.inter_broker_listener)
                 assert self._loop is not None
                 self._loop.call_later(0.5, self._retry_follow, partition, leader, epoch)
                 return
@@ -388,6 +395,7 @@ class ReplicaManager:
                 fetch_min_bytes=c.get("replica.fetch.min.bytes"),
                 fetch_backoff_ms=c.get("replica.fetch.backoff.ms"),
                 socket_timeout_ms=c.get("replica.socket.timeout.ms"),
+                ssl_context=self.inter_broker_ssl,
             )
             self.fetchers[leader] = fetcher
             fetcher.start()

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from samsa.cluster.replicas import Replicas
 from samsa.config import BrokerConfig, LogConfig
 from samsa.security.authorizer import AclAuthorizer
+from samsa.security.channel import InterBrokerSecurity
+from samsa.security.listeners import EndPoint
 from samsa.zk.acls import ZkAclStore
 from samsa.zk.controlled_shutdown import ask_controlled_shutdown
 from samsa.zk.controller import Controller
@@ -26,14 +28,18 @@ log = logging.getLogger(__name__)
 class ZkSupport:
     single_node = False
 
-    def __init__(self, config: BrokerConfig, replicas: Replicas) -> None:
+    def __init__(self, config: BrokerConfig, replicas: Replicas,
+                 inter_broker: InterBrokerSecurity) -> None:
+        """``inter_broker``: the listener the brokers reach each other on, and how."""
         self.config = config
         self.replicas = replicas
+        self.inter_broker = inter_broker
         self.membership = ClusterMembership(
             config.get("zookeeper.connect"), config.get("zookeeper.session.timeout.ms"),
             config.get("zookeeper.connection.timeout.ms"), config.get("broker.rack"))
         self.topic_admin = ZkTopicAdmin(replicas, self.membership,
-                                        config.get("default.replication.factor"))
+                                        config.get("default.replication.factor"),
+                                        inter_broker.listener_name)
         self.controller: Controller | None = None
         self.replica_manager: ReplicaManager | None = None
         self.broker_id = -1
@@ -67,8 +73,8 @@ class ZkSupport:
         """Kafka's ACL znodes and change notifications, shared by every broker."""
         return ZkAclStore(authorizer, self.membership.zk)
 
-    async def join(self, broker_id: int, endpoints: Sequence[tuple[str, str, int]]) -> None:
-        """Register (``endpoints``: listener name, host, port), take part in the election (the
+    async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
+        """Register (``endpoints``: the advertised listeners), take part in the election (the
         winner runs the controller), and apply the cluster's partition states to the local
         replicas."""
         membership = self.membership
@@ -94,9 +100,9 @@ class ZkSupport:
         await loop.run_in_executor(None, membership.zk.set_offline_replicas, broker_id,
                                    self.replicas.log_manager.offline_partitions())
         await membership.register(broker_id, tuple(
-            Endpoint(name, name, host, port) for name, host, port in endpoints))
+            Endpoint(e.listener_name, e.security_protocol, e.host, e.port) for e in endpoints))
         manager = self.replica_manager = ReplicaManager(broker_id, self.config, self.replicas,
-                                                        membership)
+                                                        membership, self.inter_broker)
         self.topic_admin.manager = manager
         self.topic_admin.controller = controller
         await loop.run_in_executor(None, manager.start, loop)

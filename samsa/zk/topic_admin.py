@@ -35,10 +35,12 @@ NOT_CONTROLLER = "This is not the correct controller for this cluster."
 
 class ZkTopicAdmin(TopicAdmin):
     def __init__(self, replicas: Replicas, membership: ClusterMembership,
-                 default_replication_factor: int) -> None:
+                 default_replication_factor: int, inter_broker_listener: str = "PLAINTEXT"
+                 ) -> None:
         super().__init__(replicas)
         self.membership = membership
         self.default_replication_factor = default_replication_factor
+        self.inter_broker_listener = inter_broker_listener
         # what this broker has seen of the topics and partition states (set when the broker
         # joins the cluster)
         self.manager: ReplicaManager | None = None
@@ -50,15 +52,17 @@ class ZkTopicAdmin(TopicAdmin):
     def is_being_created(self, name: str) -> bool:
         return self.manager is not None and name in self.manager.assignments
 
-    def _node(self, broker_id: int) -> Node | None:
+    def _node(self, broker_id: int, listener: str | None = None) -> Node | None:
         info = self.membership.brokers.get(broker_id)
-        endpoint = info.plaintext_endpoint() if info is not None else None
+        endpoint = (info.endpoint(listener or self.inter_broker_listener)
+                    if info is not None else None)
         if info is None or endpoint is None:
             return None
         return Node(broker_id, endpoint.host or "", endpoint.port, info.rack)
 
-    def nodes(self) -> list[Node]:
-        return [n for b in sorted(self.membership.brokers) if (n := self._node(b)) is not None]
+    def nodes(self, listener: str | None = None) -> list[Node]:
+        return [n for b in sorted(self.membership.brokers)
+                if (n := self._node(b, listener)) is not None]
 
     def controller_id(self) -> int:
         found = self.membership.controller_id
@@ -88,13 +92,16 @@ class ZkTopicAdmin(TopicAdmin):
         return PartitionView(info.state.leader, info.state.leader_epoch, info.replicas,
                              tuple(info.state.isr), tuple(r for r in info.replicas if offline(r)))
 
-    def coordinator_node(self, topic: str, index: int) -> tuple[Node | None, str]:
+    def coordinator_node(self, topic: str, index: int, listener: str | None = None
+                         ) -> tuple[Node | None, str]:
         if not self.is_being_created(topic):
             return None, f"{topic} is being created"
         assert self.manager is not None
         info = self.manager.partitions.get((topic, index))
         leader = info.state.leader if info is not None and info.state is not None else -1
-        node = self._node(leader)
+        node = self._node(leader, listener)
+        if node is None and leader >= 0 and leader in self.membership.brokers:
+            return None, f"the coordinator has no listener {listener}"
         return (node, "") if node is not None else (None, "the coordinator has no leader yet")
 
     def create_topic(

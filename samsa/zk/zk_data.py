@@ -603,6 +603,10 @@ class BrokerInfo:
         """The first endpoint with security protocol PLAINTEXT (the JSON's host and port)."""
         return next((e for e in self.endpoints if e.security_protocol == "PLAINTEXT"), None)
 
+    def endpoint(self, listener_name: str) -> Endpoint | None:
+        """The endpoint of listener ``listener_name`` (Kafka's Broker.node(listenerName))."""
+        return next((e for e in self.endpoints if e.listener_name == listener_name), None)
+
 
 def encode_broker_info(b: BrokerInfo) -> bytes:
     """BrokerIdZNode.encode for versions 2-5 (what BrokerInfo.apply picks): version, host,

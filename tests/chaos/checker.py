@@ -8,8 +8,12 @@ queue
 * ``moved``: an acknowledged write found at another offset than the one acknowledged;
 * ``duplicated``: a value in the log more than once;
 * ``reordered``: one producer's writes to a partition not in the order it sent them;
-* ``inconsistent_reads``: a group consumer read at an offset something else than the final
-  read has there (a read of data later lost or rewritten);
+* ``inconsistent_reads``: a group consumer or an assign-mode reader read at an offset
+  something else than the final read has there (a read of data later lost or rewritten);
+* ``nonmonotonic_reads``: an assign-mode reader's next read of a partition at an offset not
+  past its previous one (Jepsen's nonmonotonic poll);
+* ``skipped_reads``: an assign-mode reader's next read of a partition jumped over offsets the
+  final read has (Jepsen's poll skip);
 * ``commit_regressions``: the group's committed offset of a partition went backwards;
 * ``unconsumed``: acknowledged writes the group never read (consumption did not resume);
 * ``client_crashes``: a client thread ended by an exception the client library should not
@@ -86,11 +90,24 @@ def check_queue(history: History, final: dict[int, list[tuple[int, bytes]]],
     report.flag("duplicated", [(k, v) for k, v in where.items() if len(v) > 1])
     report.flag("reordered", reordered)
     reads = history.of("read")
+    assigned = history.of("assign-read")
     report.flag("inconsistent_reads", [
         (e["partition"], e["offset"], (e["producer"], e["seq"]),
          by_offset.get((e["partition"], e["offset"])))
-        for e in reads if by_offset.get((e["partition"], e["offset"]))
+        for e in (*reads, *assigned) if by_offset.get((e["partition"], e["offset"]))
         != (e["producer"], e["seq"])])
+    nonmonotonic, skipped = [], []
+    previous: dict[tuple[int, int], int] = {}
+    for e in assigned:  # in the order each reader read them
+        key = (e["reader"], e["partition"])
+        before = previous.get(key, -1)
+        if e["offset"] <= before:
+            nonmonotonic.append((*key, before, e["offset"]))
+        elif any((e["partition"], o) in by_offset for o in range(before + 1, e["offset"])):
+            skipped.append((*key, before, e["offset"]))
+        previous[key] = e["offset"]
+    report.flag("nonmonotonic_reads", nonmonotonic)
+    report.flag("skipped_reads", skipped)
     regressions = []
     last: dict[int, int] = {}
     for e in sorted(history.of("committed"), key=lambda e: e["t"]):
@@ -103,6 +120,7 @@ def check_queue(history: History, final: dict[int, list[tuple[int, bytes]]],
     report.flag("client_crashes", history.of("crash"))
     report.totals.update(sent=history.count("send"), acked=len(acked),
                          failed=history.count("fail"), read=len(reads),
+                         assign_read=len(assigned),
                          in_log=sum(len(r) for r in final.values()))
 
 

@@ -14,21 +14,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from cluster.processes import BrokerProcessControl, Launch, controller_id, registered_brokers
 from faults.faultfs import FaultFs, unmount
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from waiting import wait_for
 
-from samsa.tools.cluster import die_with_parent
-from samsa.tools.zookeeper_server import ZooKeeperServer, terminate_process
+from samsa.tools.zookeeper_server import ZooKeeperServer
 
 from .netns import Network, Node
 
@@ -37,6 +35,7 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 BROKER_PORT = 9092
 DISK_SIZE = "256m"  # each broker's log dir: a tmpfs (a fault fills it up)
 SESSION_TIMEOUT_MS = 6000
+STOP_TIMEOUT_S = 20  # from SIGTERM to SIGKILL, when a broker is stopped
 # Kafka's names, small timeouts so that faults are noticed and repaired in seconds.
 OVERRIDES: dict[str, str] = {
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
@@ -57,16 +56,17 @@ OVERRIDES: dict[str, str] = {
 
 
 @dataclass
-class BrokerNode:
+class BrokerNode(BrokerProcessControl):
+    """A broker on its node: started in the node's network namespace, with the clock shim."""
+
     broker_id: int
     node: Node
     zookeeper_connect: str
     work_dir: Path
     overrides: dict[str, str]
-    proc: subprocess.Popen[bytes] | None = None
-    paused: bool = False
-    runs: int = 0
     failing_dir: FaultFs | None = None  # the second log dir, whose writes can fail
+    started_by: ClassVar[str] = "chaos"
+    pause_needs_running: ClassVar[bool] = False  # a fault may pause a broker another killed
 
     @property
     def address(self) -> str:
@@ -92,10 +92,6 @@ class BrokerNode:
     def clock_file(self) -> Path:
         return self.work_dir / f"broker-{self.broker_id}.clock"
 
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def command(self) -> list[str]:
         settings = {
             **self.overrides,
@@ -104,47 +100,20 @@ class BrokerNode:
             "listeners": f"PLAINTEXT://{self.address}",
             "log.dirs": ",".join(map(str, self.log_dirs)),
         }
-        command = [*self.node.exec_prefix(), sys.executable, "-m", "samsa.cli", "server"]
+        command = [sys.executable, "-m", "samsa.cli", "server"]
         for key, value in settings.items():
             command += ["--override", f"{key}={value}"]
         return command
 
-    def start(self) -> None:
-        assert not self.running, f"broker {self.broker_id} is already running"
+    def launch(self) -> Launch:
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
         if not self.clock_file.exists():
             self.clock_file.write_text("0\n")
-        self.runs += 1
-        self.paused = False
         env = dict(os.environ, SAMSA_CLOCK_FILE=str(self.clock_file),
                    PYTHONPATH=os.pathsep.join([str(SHIM_DIR), str(PROJECT_DIR)]))
-        with self.log_path.open("ab") as out:
-            out.write(f"--- chaos: start {self.runs} of broker {self.broker_id} at "
-                      f"{time.strftime('%H:%M:%S')} ---\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env=env, cwd=self.work_dir, preexec_fn=die_with_parent(signal.SIGKILL))
-
-    def kill(self) -> None:
-        if self.running:
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-        self.paused = False
-
-    def pause(self) -> None:
-        if self.running and not self.paused:
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGSTOP)
-            self.paused = True
-
-    def resume(self) -> None:
-        if self.running and self.paused:
-            assert self.proc is not None
-            self.proc.send_signal(signal.SIGCONT)
-        self.paused = False
+        return Launch(self.command(), cwd=self.work_dir, env=env,
+                      launcher=tuple(self.node.exec_prefix()))
 
     def set_clock(self, offset_s: float) -> None:
         """Move this broker's wall clock ``offset_s`` seconds from the true time."""
@@ -152,21 +121,10 @@ class BrokerNode:
         tmp.write_text(f"{offset_s}\n")
         tmp.replace(self.clock_file)
 
-    def terminate(self) -> None:
-        self.resume()
-        if self.proc is not None:
-            terminate_process(self.proc, 20)
-
     def restart(self) -> None:
-        """Stopped (SIGTERM, then SIGKILL after 20 s) if it runs, and started again."""
-        self.terminate()
+        """Stopped (SIGTERM, then SIGKILL after STOP_TIMEOUT_S) if it runs, and started again."""
+        self.terminate(STOP_TIMEOUT_S)
         self.start()
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
 
 
 @dataclass
@@ -213,7 +171,7 @@ class ChaosCluster:
     def close(self) -> None:
         for broker in self.brokers.values():
             with contextlib.suppress(Exception):
-                broker.terminate()
+                broker.terminate(STOP_TIMEOUT_S)
         if self.zk is not None:
             with contextlib.suppress(Exception):
                 self.zk.stop()
@@ -234,23 +192,15 @@ class ChaosCluster:
         return ",".join(b.address for b in self.brokers.values())
 
     # --- what ZooKeeper says --------------------------------------------------------------
+    # (while a network fault cuts ZooKeeper off: nothing read, no error)
 
     def registered(self) -> set[int]:
         assert self.zk is not None
-        try:
-            return {int(c) for c in self.zk.get_children("/brokers/ids")}
-        except NoNodeError:
-            return set()
-        except Exception:  # ZooKeeper unreachable for the moment
-            return set()
+        return registered_brokers(self.zk, tolerate=(Exception,))
 
     def controller(self) -> int | None:
         assert self.zk is not None
-        try:
-            data, _ = self.zk.get("/controller")
-        except Exception:
-            return None
-        return int(json.loads(data)["brokerid"])
+        return controller_id(self.zk, tolerate=(Exception,))
 
     def offline_replicas(self, broker_id: int) -> set[tuple[str, int]]:
         """The replicas the broker lists as in its offline log dirs (samsa's znode)."""
@@ -281,7 +231,7 @@ class ChaosCluster:
         for broker in self.brokers.values():
             lines.append(f"--- broker {broker.broker_id} (running: {broker.running}, "
                          f"paused: {broker.paused}) ---")
-            lines.append(broker.log_tail())
+            lines.append(broker.log_tail(30))
         return "\n".join(lines)
 
     def wait(self, predicate: Any, what: str, timeout: float = 60,

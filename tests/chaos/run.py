@@ -529,7 +529,8 @@ def _network_from_env() -> Network:
 
 def table(reports: list[tuple[str, dict[str, Any]]]) -> str:
     checks = ("lost", "moved", "duplicated", "reordered", "inconsistent_reads",
-              "commit_regressions", "unconsumed", "client_crashes", "aborted_read", "partial",
+              "nonmonotonic_reads", "skipped_reads", "commit_regressions", "unconsumed",
+              "client_crashes", "aborted_read", "partial",
               "committed_lost", "txn_duplicated", "ctp_wrong", "ctp_stalled")
     lines = [f"{'scenario':<20}{'acked':>8}{'txns':>6} " + " ".join(f"{c[:10]:>10}"
                                                                    for c in checks)]
@@ -566,6 +567,8 @@ def main() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)  # a client thread stuck in librdkafka must not hold the exit
+    # stopped (make chaos interrupted): the run's cleanup removes its processes and namespaces
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     scenarios = args.scenario or ["all"]
     if "all" in scenarios:
         scenarios = [*RANDOM_FAULTS, "random"]

@@ -120,3 +120,24 @@ def test_a_stalled_processor_fails_and_a_client_hang_is_reported_beside() -> Non
                                             "out:0:2:1"))
     assert report.ok, report.problems()
     assert report.liveness["client_hangs"] == 1
+
+
+def test_assign_mode_reads_are_checked() -> None:
+    def reads(*at: tuple[int, int]) -> History:
+        history = _queue(ACKS, READS)
+        values = dict(((o, (p, s_)) for p, s_, _, o in ACKS))
+        for partition, offset in at:
+            producer, seq = values.get(offset, (9, 9))
+            history.add("assign-read", reader=0, partition=partition, offset=offset,
+                        producer=producer, seq=seq)
+        return history
+
+    clean = _check(reads((0, 0), (0, 1), (0, 2), (0, 3)), LOG)
+    assert clean.ok, clean.problems()
+    assert clean.totals["assign_read"] == 4
+    backwards = _check(reads((0, 0), (0, 1), (0, 1), (0, 2), (0, 3)), LOG)
+    assert backwards.counts["nonmonotonic_reads"] == 1
+    skip = _check(reads((0, 0), (0, 2), (0, 3)), LOG)
+    assert skip.counts["skipped_reads"] == 1
+    wrong = _check(reads((0, 0), (0, 5)), LOG)
+    assert wrong.counts["inconsistent_reads"] == 1

@@ -1,8 +1,9 @@
 """Jepsen's Kafka workloads with confluent-kafka, recording a history of what every client did.
 
 * ``QueueWorkload``: idempotent acks=all producers (values ``<producer>:<seq>``), consumers in a
-  group that commit their offsets after each batch they read, and a monitor that samples the
-  group's committed offsets. After the faults, ``final_read`` reads every partition from the
+  group that commit their offsets after each batch they read, assign-mode readers reading every
+  partition from its start all the run long, and a monitor that samples the group's committed
+  offsets. After the faults, ``final_read`` reads every partition from the
   start in assign mode.
 * ``TxnWorkload``: transactional producers writing a few records to several partitions per
   transaction and committing or (one in five) aborting, read_committed readers in assign mode,
@@ -113,10 +114,11 @@ class _Worker:
 class QueueWorkload(_Worker):
     def __init__(self, bootstrap: str, history: History, topic: str = "queue",
                  partitions: int = 3, producers: int = 2, consumers: int = 2,
-                 rate_per_s: float = 100.0, group: str = "queue-group") -> None:
+                 rate_per_s: float = 100.0, group: str = "queue-group", readers: int = 1) -> None:
         super().__init__()
         self.bootstrap, self.history, self.topic = bootstrap, history, topic
         self.partitions, self.producers, self.consumers = partitions, producers, consumers
+        self.readers = readers
         self.interval = producers / rate_per_s
         self.group = group
         self.consuming = threading.Event()  # cleared: consumers stay idle
@@ -127,6 +129,8 @@ class QueueWorkload(_Worker):
             self.spawn(self._produce, p, name=f"producer-{p}")
         for c in range(self.consumers):
             self.spawn(self._consume, c, name=f"consumer-{c}")
+        for r in range(self.readers):
+            self.spawn(self._read_assigned, r, name=f"assign-reader-{r}")
         self.spawn(self._monitor_commits, name="commit-monitor")
         self.consuming.set()
 
@@ -190,6 +194,25 @@ class QueueWorkload(_Worker):
                     if tp.error is None and tp.offset >= 0:
                         self.history.add("commit", consumer=consumer_id,
                                          partition=tp.partition, offset=tp.offset)
+        finally:
+            consumer.close()
+
+    def _read_assigned(self, reader_id: int) -> None:
+        """Jepsen's assign-mode reader: every partition from its start, no group, no commits,
+        all the run long; each read is an ``assign-read`` (one session: its offsets must rise
+        with nothing skipped)."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap,
+                             "group.id": f"assign-reader-{reader_id}-{uuid.uuid4().hex[:8]}",
+                             "enable.auto.commit": False, **QUIET})
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        try:
+            while not self.stopping.is_set():
+                for m in consumer.consume(100, timeout=0.5):
+                    if m.error() is not None:
+                        continue
+                    producer_id, seq = (int(x) for x in m.value().decode().split(":"))  # type: ignore[union-attr]
+                    self.history.add("assign-read", reader=reader_id, partition=m.partition(),
+                                     offset=m.offset(), producer=producer_id, seq=seq)
         finally:
             consumer.close()
 

@@ -259,6 +259,23 @@ def test_produce_batch_whose_count_disagrees_with_its_records_is_invalid_record(
     assert client.log_end_offset(topic) == 1 + records
 
 
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.LZ4, Compression.ZSTD],
+                         ids=lambda c: c.name.lower())
+def test_produce_decompression_bomb_is_corrupt_message(raw, codec):
+    """A small compressed batch whose records decompress past samsa's bound (64 MiB and 64
+    times its compressed size; Kafka streams a batch and has none) is refused without the
+    broker holding it whole; the broker goes on."""
+    client = raw()
+    topic = f"bomb-{codec.name.lower()}"
+    client.create_topic(topic)
+    bomb = make_batch([bytes(70 * 1024 * 1024)], compression_type=codec)
+    assert len(bomb) < 1024 * 1024  # under max.message.bytes: only its inside is too big
+    result = client.produce(topic, bomb)
+    assert result.error_code == ErrorCode.corrupt_message, result
+    assert client.log_end_offset(topic) == 0
+    assert client.produce(topic, make_batch([b"after"], compression_type=codec)).error_code == 0
+
+
 def test_produce_record_running_past_its_batch_is_invalid_record(raw):
     """A record whose length varint reaches past the end of the batch (or is negative)."""
     client = raw()

@@ -6,7 +6,8 @@ ports) against a ``ZooKeeperServer``. Each broker's stdout and stderr are append
 ``<tmp>/broker-<id>.log`` across its restarts, so a test can read what it logged. A broker can
 be SIGKILLed (``kill``), frozen and thawed (``pause`` / ``resume``: SIGSTOP / SIGCONT) and
 started again with the same broker id and log dir (``restart``, once ZooKeeper has expired the
-dead process's session, as a real operator would have to wait for too).
+dead process's session, as a real operator would have to wait for too). That process control
+is ``BrokerProcessControl``'s, which tests/chaos's brokers in network namespaces share.
 
 The cluster's truth is read from ZooKeeper with kazoo (partition states, ``/controller``,
 registrations); what clients see through Metadata with confluent-kafka's AdminClient. Every
@@ -22,11 +23,12 @@ import signal
 import subprocess
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -55,74 +57,98 @@ FAST_OVERRIDES: dict[str, str] = {
 LOG_TAIL_LINES = 25
 
 
-@dataclass
-class Broker:
-    """One broker process; its output goes to ``log_path`` (appended by every run)."""
+@dataclass(frozen=True)
+class Launch:
+    """How a broker process starts: ``launcher`` + ``command`` in ``cwd``, with ``env`` (None:
+    this process's environment). ``launcher`` is a prefix that runs the command elsewhere, as
+    ``("ip", "netns", "exec", name)`` does in a network namespace."""
 
-    spec: BrokerProcess
-    zookeeper_connect: str
-    overrides: dict[str, str]
-    # this broker's own settings, over the spec's (log.dirs: more than its one log dir)
-    extra: dict[str, str] = field(default_factory=dict)
+    command: list[str]
+    cwd: Path
+    env: dict[str, str] | None = None
+    launcher: tuple[str, ...] = ()
+
+
+@dataclass(kw_only=True)
+class BrokerProcessControl(ABC):
+    """A broker process that a test starts, SIGKILLs, freezes and thaws (SIGSTOP / SIGCONT) and
+    stops: what ``Broker`` below and tests/chaos's ``BrokerNode`` share. A subclass has a
+    ``broker_id`` (a field or a property), names its log (``log_path``: every run's output
+    appended, after a header line that says who started it, ``started_by``) and says how to
+    start it (``launch``).
+
+    ``pause()`` of a broker that does not run is an error, or nothing to do where
+    ``pause_needs_running`` is off (chaos faults run together: one may pause a broker another
+    killed)."""
+
     proc: subprocess.Popen[bytes] | None = None
     runs: int = 0
     paused: bool = False  # SIGSTOPped and not thawed since
+    started_by: ClassVar[str] = "test"
+    pause_needs_running: ClassVar[bool] = True
+
+    if TYPE_CHECKING:  # for type checkers only: a property here would hide a subclass's field
+        @property
+        def broker_id(self) -> int: ...
 
     @property
-    def id(self) -> int:
-        return self.spec.broker_id
+    @abstractmethod
+    def log_path(self) -> Path: ...
 
-    @property
-    def address(self) -> str:
-        return f"{HOST}:{self.spec.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.spec.log_path
+    @abstractmethod
+    def launch(self) -> Launch:
+        """Make what a run needs (its log dirs) and say how to start it."""
 
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
-        assert not self.running, f"broker {self.id} is already running"
-        self.spec.log_dir.mkdir(parents=True, exist_ok=True)
+        assert not self.running, f"broker {self.broker_id} is already running"
+        launch = self.launch()
         self.runs += 1
         self.paused = False
         with self.log_path.open("ab") as out:
-            out.write(f"--- test: start {self.runs} of broker {self.id} at"
+            out.write(f"--- {self.started_by}: start {self.runs} of broker {self.broker_id} at"
                       f" {time.strftime('%H:%M:%S')} ---\n".encode())
             out.flush()
-            command = self.spec.command(self.zookeeper_connect, self.overrides)
-            for key, value in self.extra.items():
-                command += ["--override", f"{key}={value}"]
             self.proc = subprocess.Popen(
-                command,
+                [*launch.launcher, *launch.command],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                cwd=self.spec.log_dir.parent, preexec_fn=die_with_parent(signal.SIGKILL),
+                env=launch.env, cwd=launch.cwd, preexec_fn=die_with_parent(signal.SIGKILL),
             )
 
     def kill(self) -> None:
         """SIGKILL: no clean shutdown, its ZooKeeper session lives on until it expires."""
-        if self.proc is not None and self.proc.poll() is None:
+        if self.running:
+            assert self.proc is not None
             self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+            self.proc.wait(30)
+        self.paused = False
 
     def pause(self) -> None:
-        """SIGSTOP, and wait until the kernel reports every thread stopped."""
-        assert self.proc is not None and self.running
+        """SIGSTOP, and wait until the kernel reports it stopped (or it is gone). Nothing to do
+        if it is paused already."""
+        if not self.running:
+            assert not self.pause_needs_running, f"broker {self.broker_id} is not running"
+            return
+        if self.paused:
+            return
+        assert self.proc is not None
         self.proc.send_signal(signal.SIGSTOP)
         self.paused = True
-        wait_for(lambda: self._state() in ("T", "t"), timeout=10,
-                 what=f"broker {self.id} to stop")
+        wait_for(lambda: not self.running or self._state() in ("T", "t"), timeout=10,
+                 what=f"broker {self.broker_id} to stop")
 
     def resume(self) -> None:
+        """SIGCONT if it runs."""
         if self.running:
             assert self.proc is not None
             self.proc.send_signal(signal.SIGCONT)
         self.paused = False
 
     def _state(self) -> str:
+        """The process's state letter in /proc (``T``: stopped); ``?`` once it is gone."""
         assert self.proc is not None
         try:
             stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
@@ -131,7 +157,8 @@ class Broker:
         return stat.rpartition(")")[2].split()[0]
 
     def terminate(self, timeout: float = 15.0) -> None:
-        """SIGCONT (a stopped process holds SIGTERM back), SIGTERM, SIGKILL after timeout."""
+        """Thawed, SIGTERM, SIGKILL after ``timeout`` seconds."""
+        self.resume()
         if self.proc is not None:
             terminate_process(self.proc, timeout)
 
@@ -145,6 +172,38 @@ class Broker:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
 
+@dataclass
+class Broker(BrokerProcessControl):
+    """One broker of a ``ProcessCluster`` on loopback; its output goes to ``log_path``."""
+
+    spec: BrokerProcess
+    zookeeper_connect: str
+    overrides: dict[str, str]
+    # this broker's own settings, over the spec's (log.dirs: more than its one log dir)
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def broker_id(self) -> int:
+        return self.spec.broker_id
+
+    id = broker_id  # the name the cluster tests use
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.spec.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.spec.log_path
+
+    def launch(self) -> Launch:
+        self.spec.log_dir.mkdir(parents=True, exist_ok=True)
+        command = self.spec.command(self.zookeeper_connect, self.overrides)
+        for key, value in self.extra.items():
+            command += ["--override", f"{key}={value}"]
+        return Launch(command, cwd=self.spec.log_dir.parent)
+
+
 @dataclass(frozen=True)
 class State:
     """A partition's state znode."""
@@ -153,6 +212,27 @@ class State:
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
+
+
+def registered_brokers(zk: KazooClient,
+                       tolerate: tuple[type[Exception], ...] = (NoNodeError,)) -> set[int]:
+    """The broker ids registered in ZooKeeper; none where reading them fails with one of
+    ``tolerate`` (NoNodeError: none has registered yet)."""
+    try:
+        return {int(c) for c in zk.get_children("/brokers/ids")}
+    except tolerate:
+        return set()
+
+
+def controller_id(zk: KazooClient,
+                  tolerate: tuple[type[Exception], ...] = (NoNodeError,)) -> int | None:
+    """The controller's broker id in ZooKeeper; None where reading it fails with one of
+    ``tolerate`` (NoNodeError: there is no controller)."""
+    try:
+        data, _ = zk.get("/controller")
+    except tolerate:
+        return None
+    return int(json.loads(data)["brokerid"])
 
 
 @dataclass
@@ -223,18 +303,11 @@ class ProcessCluster:
 
     def registered(self) -> set[int]:
         assert self.zk is not None
-        try:
-            return {int(c) for c in self.zk.get_children("/brokers/ids")}
-        except NoNodeError:
-            return set()
+        return registered_brokers(self.zk)
 
     def controller(self) -> int | None:
         assert self.zk is not None
-        try:
-            data, _ = self.zk.get("/controller")
-        except NoNodeError:
-            return None
-        return int(json.loads(data)["brokerid"])
+        return controller_id(self.zk)
 
     def controller_epoch(self) -> int:
         assert self.zk is not None

@@ -51,7 +51,7 @@ async def services(tmp_path: Path) -> AsyncIterator[Services]:
     replicas = Replicas(logs)
     replicas.start(1, TopicStore(tmp_path))
     logs.startup()
-    admin = LocalTopicAdmin(replicas, None, lambda: ("127.0.0.1", 9092))
+    admin = LocalTopicAdmin(replicas, None, lambda _listener: ("127.0.0.1", 9092))
     admin.create_topic("data", 2)
     groups = GroupCoordinator(config, InMemoryPartitionWriter(), replicas.partition_exists)
     groups.start()

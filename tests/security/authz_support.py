@@ -1,12 +1,13 @@
 """What the authorization tests share: a broker with the ACL authorizer, raw protocol
 connections as a chosen principal, and ACLs created and removed over the wire.
 
-Until SASL and TLS listeners land, every client connects as ``User:ANONYMOUS``. The tests
-stand in for authentication the way it will work: the broker's connection object of a test's
-socket gets a ``principal`` attribute (what the authentication engineer's code sets per
-connection). ``User:admin`` (a super user) creates and deletes ACLs over the wire; the requests
-under test run as ``User:ANONYMOUS`` with ACLs granted and revoked for it. When SASL lands, the
-matrix gains real principals by connecting with credentials instead.
+The matrix runs over PLAINTEXT, where every client is ``User:ANONYMOUS``. For its admin the
+tests stand in for authentication the way the broker does it: the broker's connection object
+of a test's socket gets its ``principal`` (what the TLS handshake, and SASL when it lands, set
+per connection). ``User:admin`` (a super user) creates and deletes ACLs over the wire; the
+requests under test run as ``User:ANONYMOUS`` with ACLs granted and revoked for it. Real
+principals from TLS client certificates are tested in test_acl_apis.py; with SASL the matrix
+can connect with credentials instead.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from samsa.security.acl import (
     PatternType,
     ResourceType,
 )
+from samsa.security.principal import KafkaPrincipal
 
 ADMIN = "User:admin"
 ANONYMOUS = ANONYMOUS_PRINCIPAL
@@ -54,8 +56,9 @@ def connect_as(broker: samsa.Broker, principal: str | None = None) -> FrameClien
             return next((c for c in list(broker.server.connections)
                          if c.peer.endswith(local)), None)
 
+        kind, name = principal.split(":", 1)
         wait_for(connection, timeout=10, what="the broker to accept the connection").principal \
-            = principal
+            = KafkaPrincipal(kind, name)
     return client
 
 
