@@ -4,7 +4,9 @@ real producers and consumers meeting ACLs.
 
 The admin clients here are User:ANONYMOUS (PLAINTEXT), so their broker lists it in
 super.users; the producer and consumer tests use a broker whose only super user is User:admin,
-whose ACLs the test creates over the wire (authz_support.py).
+whose ACLs the test creates over the wire (authz_support.py); the last test has real
+principals, from TLS client certificates: an admin certificate's super user creates ACLs for
+another certificate's principal through the AdminClient.
 """
 
 from __future__ import annotations
@@ -217,18 +219,19 @@ def secured(tmp_path: Path) -> Iterator[samsa.Broker]:
 
 
 def produce_one(broker: samsa.Broker, value: bytes, idempotent: bool = False) -> int | None:
-    """A new producer sends one record: None, or the error code it failed with (in its
-    delivery report, or at once once librdkafka knows the topic is not authorized)."""
+    """A new producer sends one record to ``payments``: None, or the error code it failed with
+    (in its delivery report, or at once once librdkafka knows the topic is not authorized)."""
     errors: list[KafkaError | None] = []
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers,
-                         "enable.idempotence": idempotent, "message.timeout.ms": 10000})
+    producer = Producer(broker.client_config(**{
+        "enable.idempotence": idempotent, "message.timeout.ms": 10000}))
     try:
         producer.produce("payments", value, on_delivery=lambda e, m: errors.append(e))
     except KafkaException as exc:
         return int(exc.args[0].code())
     producer.flush(TIMEOUT)
     assert len(errors) == 1
-    return None if errors[0] is None else int(errors[0].code())
+    error = errors[0]  # (a KafkaError compared with None raises inside confluent-kafka)
+    return None if error is None else int(error.code())
 
 
 def test_a_producer_needs_write_and_a_consumer_read(secured: samsa.Broker) -> None:
@@ -284,3 +287,34 @@ def test_create_topics_needs_create(secured: samsa.Broker) -> None:
     (future,) = admin.create_topics([NewTopic("made", 1, 1)],
                                     request_timeout=TIMEOUT).values()
     assert outcome(future) is None
+
+
+# --- real principals: TLS client certificates -----------------------------------------------------
+
+
+def test_tls_principals_meet_their_acls() -> None:
+    """With TLS client certificates the principals are real: an admin whose certificate names
+    a super user creates ACLs through the AdminClient for another certificate's principal
+    (User:CN=client, DEFAULT mapping), whose producer is refused until then."""
+    with samsa.Broker(security_protocol="SSL", ssl_client_auth="required", config={
+            "authorizer.class.name": AUTHORIZER, "super.users": "User:CN=admin,O=samsa",
+            "auto.create.topics.enable": "false"}) as broker:
+        assert broker.tls is not None
+        cert, key = broker.tls.issue_client("CN=admin,O=samsa", "admin")
+        admin = AdminClient(broker.client_config(**{
+            "ssl.certificate.location": str(cert), "ssl.key.location": str(key),
+            "socket.timeout.ms": 10000}))
+        (created,) = admin.create_topics([NewTopic("payments", 1, 1)],
+                                         request_timeout=TIMEOUT).values()
+        assert outcome(created) is None
+
+        assert produce_one(broker, b"denied") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        write = AclBinding(ResourceType.TOPIC, "payments", ResourcePatternType.LITERAL,
+                           "User:CN=client", "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+        (made,) = admin.create_acls([write], request_timeout=TIMEOUT).values()
+        assert outcome(made) is None
+        assert produce_one(broker, b"allowed") is None
+        # an ACL for User:ANONYMOUS does nothing for a client with a certificate
+        assert broker.server.authorizer is not None
+        assert not broker.server.authorizer.authorize(ANONYMOUS, "127.0.0.1", Op.WRITE,
+                                                      Res.TOPIC, "payments")
