@@ -141,15 +141,4 @@ def _xerial_blocks(data: bytes) -> Iterator[bytes]:
 def _snappy_decompress(data: bytes) -> bytes:
     if not data.startswith(_XERIAL_MAGIC):
         return bytes(cramjam.snappy.decompress_raw(data))
-    out = []
-    pos = len(_XERIAL_HEADER)
-    while pos < len(data):
-        if pos + 4 > len(data):
-            raise ValueError("truncated xerial snappy block length")
-        (size,) = _INT32.unpack_from(data, pos)
-        pos += 4
-        if size < 0 or pos + size > len(data):
-            raise ValueError("truncated xerial snappy block")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + size])))
-        pos += size
-    return b"".join(out)
+    return b"".join(bytes(cramjam.snappy.decompress_raw(b)) for b in _xerial_blocks(data))
