@@ -136,12 +136,34 @@ def test_scram_failures() -> None:
         server.evaluate_now(b"c=biws,r=clientother,p=" + base64.b64encode(b"x" * 32))
     server = ScramServer(SHA256, lookup, nonce=lambda: "server")
     server.evaluate_now(b"n,,n=alice,r=client")
+    with pytest.raises(SaslError, match="nonce"):  # only the server's part: not an echo
+        server.evaluate_now(b"c=biws,r=server,p=" + base64.b64encode(b"x" * 32))
+    server = ScramServer(SHA256, lookup, nonce=lambda: "server")
+    server.evaluate_now(b"n,,n=alice,r=client")
     with pytest.raises(SaslError, match="channel binding"):
         server.evaluate_now(b"c=eSws,r=clientserver,p=" + base64.b64encode(b"x" * 32))
     # fewer iterations than the minimum are never used, whatever was stored
     weak = ScramCredential.from_password(SHA256, "right", 1024)
     with pytest.raises(SaslError, match="less than the minimum 4096"):
         ScramServer(SHA256, lambda *_: weak).evaluate_now(b"n,,n=alice,r=abc")
+
+
+def test_scram_accepts_old_librdkafkas_repeated_client_nonce() -> None:
+    """librdkafka before 2.6.1 (librdkafka#4895) sends the client nonce again before the
+    server-first nonce; Kafka 3.8.1 to 3.9 accept it, so does samsa."""
+    stored = ScramCredential.from_password(SHA256, "pencil")
+    server = ScramServer(SHA256, lambda *_: stored, nonce=lambda: "SRV")
+    server_first = server.evaluate_now(b"n,,n=user,r=CLI")
+    assert server_first.startswith(b"r=CLISRV,")
+    # the old client's final message: its proof over what it sends
+    salted = SHA256.salted_password("pencil", stored.salt, stored.iterations)
+    without_proof = "c=biws,r=CLICLISRV"
+    auth = f"n=user,r=CLI,{server_first.decode()},{without_proof}".encode()
+    client_key = SHA256.hmac(salted, b"Client Key")
+    signature = SHA256.hmac(SHA256.hash(client_key), auth)
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    final = f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+    assert server.evaluate_now(final).startswith(b"v=") and server.complete
 
 
 def test_scram_credential_in_kafkas_text_form() -> None:

@@ -10,7 +10,9 @@
   ``n,[a=<authzid>],n=<user>,r=<nonce>[,extensions]``, server-first ``r=<nonce>,s=<salt>,
   i=<iterations>``, client-final ``c=<channel binding>,r=<nonce>,p=<proof>``, server-final
   ``v=<signature>``. No channel binding (the gs2 header is ``n``), no SASLprep (Kafka
-  normalizes nothing either); the ``tokenauth`` extension (delegation tokens) is refused.
+  normalizes nothing either); the ``tokenauth`` extension (delegation tokens) is refused. The
+  final nonce must be the server-first one or, as Kafka 3.8.1 to 3.9 accept it, the client
+  nonce followed by it (what librdkafka before 2.6.1 sends, Debian's kcat among them).
 * ``ScramClient``: the client side, for the broker's own connections to other brokers.
 
 Kafka's failure rules: a ``SaslAuthenticationError`` message reaches the client; any other
@@ -181,6 +183,7 @@ class ScramServer:
         self._state = "first"
         self._credential: ScramCredential | None = None
         self._client_first_bare = ""
+        self._client_nonce = ""
         self._server_first = ""
         self._gs2_header = ""
 
@@ -221,6 +224,7 @@ class ScramServer:
         self._credential = credential
         self._gs2_header = text[: match.start("bare")]
         self._client_first_bare = match.group("bare")
+        self._client_nonce = match.group("nonce")
         self._server_first = (f"r={match.group('nonce')}{self._nonce()},"
                               f"s={_b64(credential.salt)},i={credential.iterations}")
         self._state = "final"
@@ -231,7 +235,9 @@ class ScramServer:
         if match is None:
             raise SaslError("Invalid SCRAM client final message format")
         nonce = self._server_first.split(",", 1)[0][2:]
-        if match.group("nonce") != nonce:
+        # librdkafka before 2.6.1 repeats its own nonce before the server-first one
+        # (librdkafka#4895); Kafka 3.8.1 to 3.9 accept it (endsWith), so does samsa: only that
+        if match.group("nonce") not in (nonce, self._client_nonce + nonce):
             raise SaslError("Invalid client nonce in the final client message.")
         if _unb64(match.group("channel")) != self._gs2_header.encode():
             raise SaslError("Invalid channel binding in the final client message.")
