@@ -15,6 +15,7 @@ _MODULES = (
     "groups",
     "transactions",
     "cluster_admin",
+    "sasl",
 )
 
 

@@ -14,6 +14,7 @@ from samsa.protocol.codec import Request
 if TYPE_CHECKING:  # all from the layers below the handlers
     from samsa.cluster.producer_ids import ProducerIdManager
     from samsa.cluster.replicas import Replicas
+    from samsa.cluster.scram import ScramCredentialStore
     from samsa.cluster.topic_admin import TopicAdmin
     from samsa.cluster.topics import TopicStore
     from samsa.config import BrokerConfig
@@ -26,7 +27,8 @@ if TYPE_CHECKING:  # all from the layers below the handlers
 class Peer(Protocol):
     """The connection a request came on: its address, the listener it came in on, and who
     the client is (authenticated before its first request: ``User:ANONYMOUS`` on PLAINTEXT,
-    the client certificate's principal on SSL)."""
+    the client certificate's principal on SSL, the SASL user on SASL_PLAINTEXT and
+    SASL_SSL)."""
 
     peer: str
     principal: KafkaPrincipal
@@ -48,6 +50,7 @@ class Broker(Protocol):
     producer_ids: ProducerIdManager | None
     group_coordinator: GroupCoordinator | None
     txn_coordinator: TransactionCoordinator | None
+    scram_store: ScramCredentialStore | None  # SCRAM credentials (None until started)
 
     @property
     def topics(self) -> TopicStore | None: ...

@@ -5,12 +5,15 @@ built: ``SingleNode`` here (a cluster of one, no ZooKeeper) or ``samsa.zk.suppor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from samsa.cluster.replicas import Replicas
+from samsa.cluster.scram import LocalScramStore, ScramCredentialStore
 from samsa.cluster.topic_admin import LocalTopicAdmin, TopicAdmin
 from samsa.config import BrokerConfig
 from samsa.security.listeners import EndPoint
+from samsa.storage.log_dir_failure import LogDirFailureChannel
 
 if TYPE_CHECKING:
     from samsa.zk.controller import Controller
@@ -51,6 +54,10 @@ class Mode(Protocol):
 
     def open_replicas(self) -> None:
         """Open the replicas the broker hosts at start."""
+
+    def scram_store(self, metadata_dir: Path, failures: LogDirFailureChannel
+                    ) -> ScramCredentialStore:
+        """Where SCRAM credentials are kept (a single node: its metadata dir)."""
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         """Once listening: join the cluster (``endpoints``: the advertised listeners)."""
@@ -94,6 +101,10 @@ class SingleNode:
 
     def open_replicas(self) -> None:
         self.replicas.open_all_local()
+
+    def scram_store(self, metadata_dir: Path, failures: LogDirFailureChannel
+                    ) -> ScramCredentialStore:
+        return LocalScramStore(metadata_dir, failures)
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         pass
