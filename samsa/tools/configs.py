@@ -334,7 +334,8 @@ def _describe_users(admin: AdminClient, user: str | None) -> None:
         try:
             description = future.result(timeout=REQUEST_TIMEOUT_S + 5)
         except KafkaException as exc:
-            text = describe_error(exc)
+            # (librdkafka leaves a stray byte after this error's message)
+            text = "".join(c for c in describe_error(exc) if c.isprintable())
             code, _, message = text.partition(": ")
             exception = _EXCEPTIONS.get(code, "KafkaException")
             click.echo(f"Error retrieving SCRAM credential configs for user-principal "
