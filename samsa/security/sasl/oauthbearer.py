@@ -35,12 +35,11 @@ import json
 import logging
 import re
 import time
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from samsa.config import ConfigError
 from samsa.security.sasl.errors import SaslAuthenticationError, SaslError
@@ -243,8 +242,7 @@ class JwksValidator:
                               "sasl.oauthbearer.jwks.endpoint.url: a file://, http:// or "
                               "https:// URL is expected")
         self.url = url
-        self._file = Path(urllib.request.url2pathname(parts.path)) if parts.scheme == "file" \
-            else None
+        self._file = Path(unquote(parts.path)) if parts.scheme == "file" else None
         self.refresh_s = refresh_ms / 1000
         self.audiences = list(audiences)
         self.issuer = issuer
@@ -269,6 +267,8 @@ class JwksValidator:
         if self._file is not None:
             data = json.loads(self._file.read_text())
         else:
+            import urllib.request  # (http.client: only where a JWKS URL is configured)
+
             with urllib.request.urlopen(self.url, timeout=_JWKS_FETCH_TIMEOUT_S) as answer:
                 data = json.loads(answer.read())
         if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
