@@ -53,8 +53,14 @@ topic exists and the client is connected before any clock starts. Workloads:
 
 ``samsa-ssl`` is samsa over TLS: the same broker with one SSL listener (``ssl.keystore.type=PEM``
 on a CA and certificate made for the run, no client certificates), its clients with
-``security.protocol=SSL`` and the CA. Run beside ``samsa``, the report adds SSL / PLAINTEXT
-ratios and the aim of issue 17: SSL produce at batch size 50 at least 60% of PLAINTEXT's.
+``security.protocol=SSL`` and the CA. ``samsa-sasl-ssl`` is the same with one SASL_SSL listener
+offering SCRAM-SHA-256: its user's credential is written into the broker's metadata dir before
+it starts (``samsa.cluster.scram.LocalScramStore``, as ``kafka-storage format --add-scram``
+would), its clients log in with ``sasl.mechanism=SCRAM-SHA-256``, and its start-up probe is an
+ApiVersions request (the only one a SASL listener answers before authentication). Run beside
+``samsa``, the report adds SSL / PLAINTEXT and SASL_SSL / PLAINTEXT ratios and the aim of issue
+17: SSL produce at batch size 50 at least 60% of PLAINTEXT's. (The cost of one SCRAM login,
+connections per second: bench/sasl_auth_bench.py.)
 
 Both brokers stay up for the whole run and the workloads are interleaved: workload 1 on
 samsa, then on tansu, workload 2 on samsa, ...; with ``--repeat`` the next round starts with
@@ -82,8 +88,8 @@ message (above 1: samsa ahead), and the aims: ahead of the peer everywhere, the 
     .venv/bin/python bench/broker_bench.py --messages 200000 --repeat 3 --e2e-fetch-wait-ms 10
     git worktree add /tmp/old <commit>                          # two samsa versions, one run:
     .venv/bin/python bench/broker_bench.py --brokers samsa,samsa-base --baseline /tmp/old
-    .venv/bin/python bench/broker_bench.py --brokers samsa,samsa-ssl \\
-        --workloads paper_batch50,max_100b,consume   # PLAINTEXT and SSL side by side
+    .venv/bin/python bench/broker_bench.py --brokers samsa,samsa-ssl,samsa-sasl-ssl \\
+        --workloads paper_batch50,max_100b,consume   # PLAINTEXT, SSL, SASL_SSL side by side
 
 Brokers are killed at the end (also on errors), everything listens on 127.0.0.1 only, and the
 temporary directories are removed. Timings never fail the run: the exit status is 0.
@@ -122,8 +128,11 @@ from proc_cpu import cpu_seconds
 
 # samsa-base: samsa from another source tree (--baseline), to compare two versions in one run
 BROKERS = ("samsa", "tansu", "samsa-base")
-SAMSAS = ("samsa", "samsa-base", "samsa-ssl")
+SAMSAS = ("samsa", "samsa-base", "samsa-ssl", "samsa-sasl-ssl")
 TLS_BROKER = "samsa-ssl"  # samsa with an SSL listener (not in the default --brokers)
+SASL_BROKER = "samsa-sasl-ssl"  # samsa with a SASL_SSL listener, SCRAM-SHA-256 (nor this one)
+SECURE_BROKERS = {TLS_BROKER: "SSL", SASL_BROKER: "SASL_SSL"}
+SASL_USER, SASL_PASSWORD, SASL_MECHANISM = "bench", "bench-secret", "SCRAM-SHA-256"
 SSL_PRODUCE_AIM = 0.6  # issue 17: SSL produce at batch size 50 >= 60% of PLAINTEXT's
 WORKLOADS = (
     "paper_batch1",
@@ -170,11 +179,15 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def metadata_probe(port: int, timeout: float = 2.0, tls: ssl.SSLContext | None = None) -> bool:
-    """Send a Metadata v1 request (all topics) on a raw socket (over TLS with ``tls``); True on
-    a well-formed answer."""
+def metadata_probe(port: int, timeout: float = 2.0, tls: ssl.SSLContext | None = None,
+                   sasl: bool = False) -> bool:
+    """Send a Metadata v1 request (all topics) on a raw socket (over TLS with ``tls``; an
+    ApiVersions v0 request on a SASL listener, which answers nothing else before
+    authentication); True on a well-formed answer."""
     client_id = b"broker-bench"
     body = struct.pack(">hhih", 3, 1, 7, len(client_id)) + client_id + struct.pack(">i", -1)
+    if sasl:
+        body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
         sock = tls.wrap_socket(raw, server_hostname="127.0.0.1") if tls is not None else raw
         sock.sendall(struct.pack(">i", len(body)) + body)
@@ -222,7 +235,8 @@ class BrokerProcess:
     pycache: Path | None = None
     cwd: Path | None = None
     source: Path = PROJECT_DIR  # the samsa source tree a samsa broker runs from
-    tls: TlsFiles | None = None  # samsa-ssl's
+    tls: TlsFiles | None = None  # samsa-ssl's and samsa-sasl-ssl's
+    sasl: bool = False  # samsa-sasl-ssl: SASL_SSL with SCRAM-SHA-256
     startup_s: float = 0.0
     log_path: Path = field(init=False)
 
@@ -239,6 +253,9 @@ class BrokerProcess:
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap}
         if self.tls is not None:
             conf.update({"security.protocol": "SSL", "ssl.ca.location": str(self.tls.ca_file)})
+        if self.sasl:
+            conf.update({"security.protocol": "SASL_SSL", "sasl.mechanism": SASL_MECHANISM,
+                         "sasl.username": SASL_USER, "sasl.password": SASL_PASSWORD})
         return conf
 
     def probe_tls(self) -> ssl.SSLContext | None:
@@ -247,7 +264,7 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         if self.name in SAMSAS:
-            protocol = "SSL" if self.tls is not None else "PLAINTEXT"
+            protocol = "PLAINTEXT" if self.tls is None else "SASL_SSL" if self.sasl else "SSL"
             command = [
                 sys.executable, "-m", "samsa.cli", "server",
                 "--override", f"log.dirs={self.workdir / 'data'}",
@@ -256,6 +273,8 @@ class BrokerProcess:
             if self.tls is not None:
                 command += ["--override", "ssl.keystore.type=PEM",
                             "--override", f"ssl.keystore.location={self.tls.keystore_file}"]
+            if self.sasl:
+                command += ["--override", f"sasl.enabled.mechanisms={SASL_MECHANISM}"]
             return command
         binary = tansu_binary()
         if binary is None:
@@ -269,6 +288,8 @@ class BrokerProcess:
     def start(self) -> float:
         """Spawn the broker and wait for its first Metadata answer; returns the seconds taken."""
         self.port = free_port()
+        if self.sasl:
+            self.write_scram_user()
         cmd = self.command()
         env = dict(os.environ)
         env["PYTHONPATH"] = str(self.source)
@@ -285,7 +306,7 @@ class BrokerProcess:
         tls = self.probe_tls()
         while True:
             try:
-                if metadata_probe(self.port, tls=tls):
+                if metadata_probe(self.port, tls=tls, sasl=self.sasl):
                     break
             except OSError:
                 pass
@@ -298,6 +319,16 @@ class BrokerProcess:
             time.sleep(0.002)
         self.startup_s = time.perf_counter() - t0
         return self.startup_s
+
+    def write_scram_user(self) -> None:
+        """The client's SCRAM credential, in the metadata dir before the broker starts."""
+        import asyncio
+
+        from samsa.cluster.scram import LocalScramStore
+
+        store = LocalScramStore(self.workdir / "data")
+        store.directory.mkdir(parents=True, exist_ok=True)
+        asyncio.run(store.set_passwords({SASL_USER: SASL_PASSWORD}, [SASL_MECHANISM]))
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -706,7 +737,7 @@ def emit(line: dict[str, Any], results: list[dict[str, Any]]) -> None:
 
 def start_broker(
     name: str, workdir: Path, startup_runs: int, started: list[BrokerProcess],
-    source: Path = PROJECT_DIR, tls: TlsFiles | None = None,
+    source: Path = PROJECT_DIR, tls: TlsFiles | None = None, sasl: bool = False,
 ) -> tuple[BrokerProcess, dict[str, Any]]:
     """Start-up measurement, then the broker the workloads run against.
 
@@ -719,7 +750,7 @@ def start_broker(
     times: list[float] = []
     for i in range(max(1, startup_runs) + 1):
         broker = BrokerProcess(name, workdir / f"spawn{i}", pycache=pycache, cwd=workdir,
-                               source=source, tls=tls)
+                               source=source, tls=tls, sasl=sasl)
         broker.workdir.mkdir()
         started.append(broker)
         times.append(broker.start())
@@ -764,7 +795,8 @@ def bench_brokers(args: argparse.Namespace, parent: Path, results: list[dict[str
                 broker, line = start_broker(
                     name, workdir, args.startup_runs, started,
                     args.baseline if name == "samsa-base" else PROJECT_DIR,
-                    TlsFiles.make(workdir / "tls") if name == TLS_BROKER else None)
+                    TlsFiles.make(workdir / "tls") if name in SECURE_BROKERS else None,
+                    sasl=name == SASL_BROKER)
             except Exception as exc:
                 emit({"broker": name, "workload": "startup",
                       "error": f"{type(exc).__name__}: {exc}"}, results)
@@ -921,8 +953,8 @@ def report(results: list[dict[str, Any]], brokers: list[str]) -> None:
             log(f"error: {r['broker']} {r['workload']}: {r['error']}")
     if "samsa" not in brokers:
         return
-    if TLS_BROKER in brokers:
-        report_tls(results)
+    if any(b in SECURE_BROKERS for b in brokers):
+        report_tls(results, [b for b in SECURE_BROKERS if b in brokers])
     log("")
     log("aims (samsa):")
 
@@ -959,21 +991,25 @@ TLS_ROWS = [row for row in ROWS if row.higher_is_better] + [
     row for row in ROWS if row.key == "broker_cpu_us_per_msg"]
 
 
-def report_tls(results: list[dict[str, Any]]) -> None:
-    """samsa over SSL beside samsa over PLAINTEXT (same code, same run)."""
-    table = [["workload", "PLAINTEXT", "SSL", "SSL / PLAINTEXT"]]
+def report_tls(results: list[dict[str, Any]], secure: list[str]) -> None:
+    """samsa over SSL and SASL_SSL beside samsa over PLAINTEXT (same code, same run)."""
+    protocols = [SECURE_BROKERS[b] for b in secure]
+    table = [["workload", "PLAINTEXT", *protocols,
+              *(f"{p} / PLAINTEXT" for p in protocols)]]
     for row in TLS_ROWS:
         plain = lookup(results, "samsa", row.workload, row.key)
-        tls = lookup(results, TLS_BROKER, row.workload, row.key)
-        if plain is None or tls is None:
+        values = [lookup(results, b, row.workload, row.key) for b in secure]
+        if plain is None or all(v is None for v in values):
             continue
-        table.append([row.label, row.fmt.format(plain), row.fmt.format(tls),
-                      f"{tls / plain:.2f}x" if plain else "-"])
+        table.append([row.label, row.fmt.format(plain),
+                      *("-" if v is None else row.fmt.format(v) for v in values),
+                      *("-" if v is None or not plain else f"{v / plain:.2f}x" for v in values)])
     if len(table) == 1:
         return
-    widths = [max(len(r[i]) for r in table) for i in range(4)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     log("")
-    log("samsa over SSL against samsa over PLAINTEXT (CPU: SSL / PLAINTEXT, above 1x costs more)")
+    log(f"samsa over {' and '.join(protocols)} against samsa over PLAINTEXT (CPU: above 1x "
+        "costs more)")
     for i, r in enumerate(table):
         log(" | ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j])
                        for j, c in enumerate(r)))
@@ -981,7 +1017,7 @@ def report_tls(results: list[dict[str, Any]]) -> None:
             log("-+-".join("-" * w for w in widths))
     plain = lookup(results, "samsa", "paper_batch50", "msg_per_s")
     tls = lookup(results, TLS_BROKER, "paper_batch50", "msg_per_s")
-    if plain and tls:
+    if plain and tls and TLS_BROKER in secure:
         ratio = tls / plain
         log(f"  SSL produce at batch size 50: {ratio:.0%} of PLAINTEXT's (aim: at least "
             f"{SSL_PRODUCE_AIM:.0%}): {'met' if ratio >= SSL_PRODUCE_AIM else 'NOT met'}")
@@ -993,8 +1029,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         " stderr.",
     )
     parser.add_argument("--brokers", default=",".join(BROKERS),
-                        help="comma-separated, from: samsa, tansu, samsa-base, samsa-ssl "
-                        "(default: samsa, tansu, samsa-base)")
+                        help="comma-separated, from: samsa, tansu, samsa-base, samsa-ssl, "
+                        "samsa-sasl-ssl (default: samsa, tansu, samsa-base)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all)")
     parser.add_argument("--duration", type=float, default=8.0,
@@ -1026,7 +1062,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.brokers = [b for b in args.brokers.split(",") if b]
     args.workloads = [w for w in args.workloads.split(",") if w]
     for b in args.brokers:
-        if b not in (*BROKERS, TLS_BROKER):
+        if b not in (*BROKERS, *SECURE_BROKERS):
             parser.error(f"unknown broker {b!r}")
     for w in args.workloads:
         if w not in WORKLOADS:

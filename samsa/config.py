@@ -113,6 +113,8 @@ class Key:
     # Less precise synonyms of this key and the factor that converts them to its unit,
     # in precedence order (e.g. log.retention.minutes x 60000 for log.retention.ms).
     synonyms: tuple[tuple[str, int], ...] = field(default=())
+    # A password or what holds one (Kafka's PASSWORD type): DescribeConfigs hides its value.
+    sensitive: bool = False
 
     def parse(self, value: Any) -> Any:
         """Parse a string or Python value into this key's type, then validate it."""
@@ -226,21 +228,21 @@ SSL_KEYS: tuple[Key, ...] = (
         "The key store file: this broker's private key and certificate chain."),
     Key("ssl.keystore.password", Type.STRING, None,
         "Password of the key store file (PKCS12; not with PEM, whose key has "
-        "ssl.key.password)."),
+        "ssl.key.password).", sensitive=True),
     Key("ssl.key.password", Type.STRING, None,
         "Password of the private key (PEM: of the encrypted key; PKCS12: when it differs "
-        "from the store's)."),
+        "from the store's).", sensitive=True),
     Key("ssl.keystore.certificate.chain", Type.STRING, None,
         "The certificate chain in PEM, inline (ssl.keystore.type=PEM)."),
     Key("ssl.keystore.key", Type.STRING, None,
-        "The private key in PEM, inline (ssl.keystore.type=PEM)."),
+        "The private key in PEM, inline (ssl.keystore.type=PEM).", sensitive=True),
     Key("ssl.truststore.type", Type.STRING, "JKS",
         "File format of the trust store: PEM or PKCS12 (JKS is refused: convert it).",
         one_of(*STORE_TYPES)),
     Key("ssl.truststore.location", Type.STRING, None,
         "The trust store file: the certificates of the CAs whose certificates are trusted."),
     Key("ssl.truststore.password", Type.STRING, None,
-        "Password of the trust store file (PKCS12)."),
+        "Password of the trust store file (PKCS12).", sensitive=True),
     Key("ssl.truststore.certificates", Type.STRING, None,
         "Trusted certificates in PEM, inline (ssl.truststore.type=PEM)."),
     Key("ssl.client.auth", Type.STRING, "none",
@@ -261,8 +263,58 @@ SSL_KEYS: tuple[Key, ...] = (
         "How a client certificate's distinguished name becomes the principal's name: "
         "RULE:pattern/replacement/[LU], ..., DEFAULT (the whole name)."),
 )
+
+# SASL (samsa.security.sasl): Kafka's keys and defaults. A listener overrides them as
+# listener.name.<listener>.<key>; the keys of one mechanism (MECHANISM_KEYS) also as
+# listener.name.<listener>.<mechanism, lower case>.<key>, e.g.
+# listener.name.sasl_ssl.plain.sasl.jaas.config.
+SASL_MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+SASL_KEYS: tuple[Key, ...] = (
+    Key("sasl.enabled.mechanisms", Type.LIST, ["GSSAPI"],
+        "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+        "OAUTHBEARER. Kafka's default, GSSAPI (Kerberos), is not in samsa: a SASL listener "
+        "left with only GSSAPI is refused at start.", one_of(*SASL_MECHANISMS)),
+    Key("sasl.jaas.config", Type.STRING, None,
+        "A mechanism's JAAS login module and options, Kafka's syntax: "
+        "'<LoginModule class> required key=\"value\" ...;' (PLAIN: user_<name>=\"<password>\" "
+        "per user; username/password: this broker's own credentials toward the others).",
+        sensitive=True),
+    Key("sasl.server.callback.handler.class", Type.STRING, None,
+        "OAUTHBEARER's token validator, by Kafka's class names: "
+        "OAuthBearerUnsecuredValidatorCallbackHandler (the default: unsigned tokens, for "
+        "development) or OAuthBearerValidatorCallbackHandler (signed JWTs checked against "
+        "sasl.oauthbearer.jwks.endpoint.url)."),
+    Key("sasl.server.max.receive.size", Type.INT, 524288,
+        "Largest frame a client may send before it is authenticated; a larger one fails the "
+        "authentication.", at_least(1)),
+    Key("connections.max.reauth.ms", Type.LONG, 0,
+        "Session lifetime of a SASL connection (KIP-368): the client re-authenticates on "
+        "the connection before it ends, else the broker closes the connection at its next "
+        "request; 0 for no limit (an OAUTHBEARER token's expiry still ends it).",
+        at_least(0)),
+    Key("sasl.oauthbearer.jwks.endpoint.url", Type.STRING, None,
+        "Where OAuthBearerValidatorCallbackHandler finds the keys that sign tokens: a JWKS "
+        "file (file://) or URL (http:// or https://)."),
+    Key("sasl.oauthbearer.jwks.endpoint.refresh.ms", Type.LONG, 3600000,
+        "How often keys from a JWKS URL are fetched again (also when a token names a key "
+        "not yet known).", at_least(1)),
+    Key("sasl.oauthbearer.expected.audience", Type.LIST, [],
+        "Audiences a token must name one of (its aud claim); empty: not checked."),
+    Key("sasl.oauthbearer.expected.issuer", Type.STRING, None,
+        "The issuer a token must name (its iss claim); unset: not checked."),
+    Key("sasl.oauthbearer.sub.claim.name", Type.STRING, "sub",
+        "The claim that names the token's principal."),
+    Key("sasl.oauthbearer.scope.claim.name", Type.STRING, "scope",
+        "The claim that lists the token's scopes."),
+    Key("sasl.oauthbearer.clock.skew.seconds", Type.INT, 30,
+        "Clock skew allowed between the token's issuer and the broker.", at_least(0)),
+)
+MECHANISM_KEYS = frozenset({
+    "sasl.jaas.config", "sasl.server.callback.handler.class", "connections.max.reauth.ms",
+    *(k.name for k in SASL_KEYS if k.name.startswith("sasl.oauthbearer.")),
+})
 LISTENER_PREFIX = "listener.name."
-LISTENER_KEYS = frozenset(k.name for k in SSL_KEYS)
+LISTENER_KEYS = frozenset(k.name for k in (*SSL_KEYS, *SASL_KEYS))
 
 
 # --- broker keys ----------------------------------------------------------------------------
@@ -287,6 +339,15 @@ BROKER_KEYS: dict[str, Key] = {
             "Security protocol between brokers (only one of this and "
             "inter.broker.listener.name may be set).", one_of(*SECURITY_PROTOCOLS)),
         *SSL_KEYS,
+        *SASL_KEYS,
+        Key("sasl.mechanism.inter.broker.protocol", Type.STRING, "GSSAPI",
+            "The SASL mechanism brokers authenticate to each other with, where the "
+            "inter-broker listener is SASL_PLAINTEXT or SASL_SSL: PLAIN, SCRAM-SHA-256, "
+            "SCRAM-SHA-512 or OAUTHBEARER (unsecured tokens); Kafka's default, GSSAPI, is "
+            "refused.", one_of(*SASL_MECHANISMS)),
+        Key("connection.failed.authentication.delay.ms", Type.INT, 100,
+            "How long a connection whose authentication failed waits before its answer is "
+            "sent and it is closed (slows down password guessing).", at_least(0)),
         Key("broker.id", Type.INT, -1,
             "This broker's id; -1 generates one (1001 and up) and keeps it in meta.properties.",
             at_least(-1)),
@@ -476,13 +537,22 @@ def _check_known(props: Mapping[str, Any], table: Mapping[str, Key], what: str) 
             raise ConfigError(f"Unknown {what} configuration {name!r}")
 
 
-def listener_key(name: str) -> tuple[str, str] | None:
-    """``listener.name.<listener>.<key>`` -> (listener, key) for a key a listener may
-    override (LISTENER_KEYS), else None."""
+def listener_key(name: str) -> tuple[str, str, str] | None:
+    """``listener.name.<listener>.<key>`` -> (listener, "", key) for a key a listener may
+    override (LISTENER_KEYS), ``listener.name.<listener>.<mechanism>.<key>`` -> (listener,
+    mechanism, key) for a key of one SASL mechanism (MECHANISM_KEYS); else None. The listener
+    and the mechanism in lower case, as Kafka's prefixes."""
     if not name.startswith(LISTENER_PREFIX):
         return None
     listener, _, key = name[len(LISTENER_PREFIX):].partition(".")
-    return (listener.lower(), key) if listener and key in LISTENER_KEYS else None
+    if not listener:
+        return None
+    if key in LISTENER_KEYS:
+        return listener.lower(), "", key
+    mechanism, _, key = key.partition(".")
+    if mechanism.upper() in SASL_MECHANISMS and key in MECHANISM_KEYS:
+        return listener.lower(), mechanism.lower(), key
+    return None
 
 
 class BrokerConfig:
@@ -491,11 +561,12 @@ class BrokerConfig:
 
     def __init__(self, props: Mapping[str, Any] | None = None) -> None:
         props = dict(props or {})
-        self._listener: dict[tuple[str, str], Any] = {}
+        # (listener, mechanism or "", key) -> value
+        self._listener: dict[tuple[str, str, str], Any] = {}
         for name in list(props):
             found = listener_key(name)
             if found is not None:
-                self._listener[found] = BROKER_KEYS[found[1]].parse(props.pop(name))
+                self._listener[found] = BROKER_KEYS[found[2]].parse(props.pop(name))
         _check_known(props, BROKER_KEYS, "broker")
         self._explicit = {name: BROKER_KEYS[name].parse(v) for name, v in props.items()}
 
@@ -506,8 +577,24 @@ class BrokerConfig:
     def listener_get(self, listener: str, name: str) -> Any:
         """``name`` as listener ``listener`` sees it: its ``listener.name.<listener>.`` override
         (the listener name in lower case, as Kafka's prefix), else the broker's value."""
-        value = self._listener.get((listener.lower(), name))
+        value = self._listener.get((listener.lower(), "", name))
         return self.get(name) if value is None else value
+
+    def mechanism_get(self, listener: str, mechanism: str, name: str) -> Any:
+        """``name`` as one SASL mechanism of ``listener`` sees it (Kafka's ConfigurationUtils):
+        ``listener.name.<listener>.<mechanism>.<name>``, else the listener's, else the
+        broker's value."""
+        value = self._listener.get((listener.lower(), mechanism.lower(), name))
+        return self.listener_get(listener, name) if value is None else value
+
+    def mechanism_source(self, listener: str, mechanism: str, name: str) -> str | None:
+        """The key ``mechanism_get`` found ``name`` under (None: not set anywhere)."""
+        lis, mech = listener.lower(), mechanism.lower()
+        if self._listener.get((lis, mech, name)) is not None:
+            return f"{LISTENER_PREFIX}{lis}.{mech}.{name}"
+        if self._listener.get((lis, "", name)) is not None:
+            return f"{LISTENER_PREFIX}{lis}.{name}"
+        return name if self.is_set(name) else None
 
     def get(self, name: str) -> Any:
         key = BROKER_KEYS[name]

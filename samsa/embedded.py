@@ -17,9 +17,18 @@ temporary directory removed at the end; ``ssl_client_auth="required"`` (Kafka's
 ``ssl.client.auth``) makes clients show a certificate of that CA. ``client_config()`` is what
 a confluent-kafka client needs (``ssl.ca.location``, and a client certificate, CN=client,
 where the broker asks for one); ``tls`` has the files and the CA, to issue other client
-certificates. (SASL users will come as ``security_protocol="SASL_SSL", users=...``.)
+certificates.
 
-    with samsa.Broker(security_protocol="SSL", ssl_client_auth="required") as broker:
+``security_protocol="SASL_SSL"`` (or ``"SASL_PLAINTEXT"``) starts it with one SASL listener
+(on the same throwaway CA for SASL_SSL) offering PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, and
+creates ``users`` (name -> password; by default one user, ``admin``, with a random password)
+for all three: PLAIN's in the listener's JAAS config, SCRAM's credentials in the broker's
+store, before the broker serves. ``sasl_mechanism`` is the one ``client_config()`` logs in with
+(``OAUTHBEARER`` also enables Kafka's unsecured OAUTHBEARER validator, which trusts any
+well-formed token: development only). ``client_config(user=...)`` logs in as another user.
+
+    with samsa.Broker(security_protocol="SASL_SSL", users={"alice": "alice-secret"},
+                      sasl_mechanism="SCRAM-SHA-256") as broker:
         producer = Producer(broker.client_config())
 """
 
@@ -45,7 +54,9 @@ if TYPE_CHECKING:  # samsa.security.ca (cryptography) is imported only for a TLS
     from samsa.security.ca import CertificateAuthority
 
 _START_TIMEOUT = 60
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
 @dataclass(frozen=True)
@@ -85,11 +96,24 @@ class Broker:
         config: Mapping[str, Any] | None = None,
         *,
         security_protocol: str = "PLAINTEXT",
+        users: Mapping[str, str] | None = None,
+        sasl_mechanism: str = "SCRAM-SHA-256",
         **overrides: Any,
     ) -> None:
         if security_protocol not in SECURITY_PROTOCOLS:
             raise ValueError(f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}"
-                             f" (SASL is not supported yet), got {security_protocol!r}")
+                             f", got {security_protocol!r}")
+        if sasl_mechanism not in SASL_MECHANISMS:
+            raise ValueError(f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)}, "
+                             f"got {sasl_mechanism!r}")
+        sasl = security_protocol.startswith("SASL_")
+        if users is not None and not sasl:
+            raise ValueError("users= needs security_protocol='SASL_SSL' or 'SASL_PLAINTEXT'")
+        # SASL users: name -> password (PLAIN and SCRAM)
+        self.users: dict[str, str] = (
+            dict(users) if users is not None else {"admin": secrets.token_urlsafe(12)}
+        ) if sasl else {}
+        self.sasl_mechanism = sasl_mechanism
         self._temp = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="samsa-")) if data_dir is None else Path(
             data_dir
@@ -102,7 +126,18 @@ class Broker:
             "group.initial.rebalance.delay.ms": 0,
         }
         self.tls: TlsFiles | None = None
-        if security_protocol == "SSL":
+        if sasl:
+            from samsa.security.sasl.jaas import jaas_config
+
+            mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+            if sasl_mechanism == "OAUTHBEARER":
+                mechanisms.append("OAUTHBEARER")
+            props.update({
+                "sasl.enabled.mechanisms": ",".join(mechanisms),
+                f"listener.name.{security_protocol.lower()}.plain.sasl.jaas.config": jaas_config(
+                    _PLAIN_LOGIN_MODULE, {f"user_{u}": p for u, p in self.users.items()}),
+            })
+        if security_protocol in ("SSL", "SASL_SSL"):
             self.tls = _make_tls()
             props.update({
                 "ssl.keystore.type": "PEM",
@@ -142,18 +177,27 @@ class Broker:
         return self.server.bootstrap_for(listener)
 
     def client_config(self, listener: str | None = None, client_certificate: bool | None = None,
+                      user: str | None = None, sasl_mechanism: str | None = None,
                       **extra: Any) -> dict[str, Any]:
         """A confluent-kafka (librdkafka) client's settings for ``listener`` (default: the
-        first one): the bootstrap servers and, on an SSL listener, ``security.protocol``, the
-        CA and (``client_certificate``; by default where the listener's ``ssl.client.auth``
-        asks for one) the client certificate. ``extra``: more settings, Kafka's names."""
+        first one): the bootstrap servers, ``security.protocol``, on an SSL or SASL_SSL
+        listener the CA and (``client_certificate``; by default where the listener's
+        ``ssl.client.auth`` asks for one) the client certificate, on a SASL listener
+        ``sasl.mechanism`` (``sasl_mechanism``, by default the broker's) and the credentials
+        of ``user`` (default: the first of ``users``). ``extra``: more settings, Kafka's
+        names."""
         name = (listener or self.server.listeners[0].listener_name).upper()
+        protocol = self.server.listener_config.protocols.get(name, "PLAINTEXT")
         found: dict[str, Any] = {"bootstrap.servers": self.bootstrap_for(name)}
-        if self.server.listener_config.protocols.get(name) == "SSL":
+        if protocol != "PLAINTEXT":
+            found["security.protocol"] = protocol
+        if protocol.startswith("SASL_"):
+            found.update(self._sasl_client_config(name, user, sasl_mechanism))
+        if protocol in ("SSL", "SASL_SSL"):
             if self.tls is None:
                 raise ValueError("this broker has no throwaway CA: start it with "
-                                 "security_protocol='SSL'")
-            found.update({"security.protocol": "SSL", "ssl.ca.location": str(self.tls.ca_file)})
+                                 "security_protocol='SSL' or 'SASL_SSL'")
+            found["ssl.ca.location"] = str(self.tls.ca_file)
             if client_certificate is None:
                 client_certificate = self.server.config.listener_get(
                     name, "ssl.client.auth") != "none"
@@ -162,6 +206,30 @@ class Broker:
                               "ssl.key.location": str(self.tls.client_key_file)})
         found.update(extra)
         return found
+
+    def _sasl_client_config(self, listener: str, user: str | None,
+                            mechanism: str | None) -> dict[str, Any]:
+        security = self.server.security[listener]
+        enabled = security.sasl.mechanisms if security.sasl is not None else ()
+        if mechanism is None:
+            mechanism = self.sasl_mechanism if self.sasl_mechanism in enabled else enabled[0]
+        if user is None:
+            if not self.users:
+                raise ValueError("this broker has no SASL users: start it with users={...}")
+            user = next(iter(self.users))
+        if mechanism == "OAUTHBEARER":  # librdkafka's unsecured JWT, for the unsecured validator
+            return {"sasl.mechanism": mechanism, "enable.sasl.oauthbearer.unsecure.jwt": True,
+                    "sasl.oauthbearer.config": f"principal={user}"}
+        if user not in self.users:
+            raise KeyError(f"no SASL user {user!r} (users: {', '.join(self.users)})")
+        return {"sasl.mechanism": mechanism, "sasl.username": user,
+                "sasl.password": self.users[user]}
+
+    async def _create_users(self) -> None:
+        """The SCRAM credentials of ``users`` (PLAIN's are in the listener's JAAS config)."""
+        store = self.server.scram_store
+        if self.users and store is not None:
+            await store.set_passwords(self.users)
 
     def cleaner_metrics(self) -> CleanerMetrics | None:
         """The log cleaner's counters (None with ``log.cleaner.enable=false``)."""
@@ -172,6 +240,11 @@ class Broker:
 
     async def __aenter__(self) -> Broker:
         await self.server.start()
+        try:
+            await self._create_users()
+        except BaseException:
+            await self.server.stop()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -199,6 +272,14 @@ class Broker:
                 loop.run_until_complete(self.server.start())
             except BaseException as exc:
                 failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            try:
+                loop.run_until_complete(self._create_users())
+            except BaseException as exc:
+                failure.append(exc)
+                loop.run_until_complete(self.server.stop())
                 ready.set()
                 loop.close()
                 return

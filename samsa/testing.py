@@ -7,6 +7,10 @@
     def test_over_tls(samsa_broker):
         producer = Producer(samsa_broker.client_config())
 
+    @pytest.mark.samsa_broker(security_protocol="SASL_SSL", users={"alice": "alice-secret"})
+    def test_over_sasl(samsa_broker):
+        producer = Producer(samsa_broker.client_config())   # SCRAM-SHA-256 as alice
+
 The ``samsa_broker`` marker's keyword arguments go to ``samsa.Broker`` (broker config keys with
 underscores for dots, ``security_protocol``, ``config``). Installed with samsa (entry point
 ``pytest11``); nothing else to configure.
@@ -25,7 +29,8 @@ from samsa.embedded import Broker
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "samsa_broker(**options): options of the samsa_broker fixture's broker "
-        "(samsa.Broker's keyword arguments, e.g. security_protocol='SSL')")
+        "(samsa.Broker's keyword arguments, e.g. security_protocol='SSL', or 'SASL_SSL' and "
+        "users={...})")
 
 
 @pytest.fixture

@@ -360,7 +360,7 @@ def test_server_process_killed_recovers(tmp_path):
     ("override", "key"),
     [("foo.bar=1", "foo.bar"), ("num.partitions=abc", "num.partitions"),
      ("num.partitions=0", "num.partitions"),
-     ("listeners=SASL_SSL://127.0.0.1:1", "SASL listeners are not supported yet"),
+     ("listeners=SASL_SSL://127.0.0.1:1", "samsa has no GSSAPI (Kerberos)"),
      ("listeners=SSL://127.0.0.1:1", "ssl.keystore.location")],
 )
 def test_server_bad_config_one_line_error(tmp_path, override, key):

@@ -54,6 +54,7 @@ from samsa.cluster.partition import Partition
 from samsa.errors import ErrorCode, KafkaError, KafkaStorageError, kafka_name
 from samsa.protocol.connection import BrokerConnection, BrokerConnectionError
 from samsa.records.batch import iter_headers
+from samsa.security.sasl.listener import SaslClientSettings
 from samsa.storage.log import Log
 
 log = logging.getLogger(__name__)
@@ -183,13 +184,15 @@ class ReplicaFetcher:
         fetch_backoff_ms: int = DEFAULT_FETCH_BACKOFF_MS,
         socket_timeout_ms: int = DEFAULT_SOCKET_TIMEOUT_MS,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslClientSettings | None = None,
     ) -> None:
         """``partitions``: (local partition, leader epoch) pairs to follow from the start.
         The keyword arguments are Kafka's ``replica.fetch.max.bytes``,
         ``replica.fetch.response.max.bytes``, ``replica.fetch.wait.max.ms``,
         ``replica.fetch.min.bytes``, ``replica.fetch.backoff.ms`` and
         ``replica.socket.timeout.ms`` (each request's deadline, connecting included);
-        ``ssl_context``: TLS to the leader (the inter-broker listener is SSL)."""
+        ``ssl_context``: TLS to the leader (the inter-broker listener is SSL or SASL_SSL);
+        ``sasl``: how to authenticate to it (SASL_PLAINTEXT, SASL_SSL)."""
         if socket_timeout_ms < fetch_wait_max_ms:  # Kafka's rule (KafkaConfig)
             raise ValueError(
                 "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms "
@@ -205,6 +208,7 @@ class ReplicaFetcher:
         self.fetch_backoff_ms = fetch_backoff_ms
         self.socket_timeout_ms = socket_timeout_ms
         self.ssl_context = ssl_context
+        self.sasl = sasl
         self.client_id = f"broker-{broker_id}-fetcher-{fetcher_id}"
         self.name = f"ReplicaFetcher-{fetcher_id}-{leader_id}"
         self.connection_failures = 0  # connections lost or refused since start
@@ -403,7 +407,7 @@ class ReplicaFetcher:
                 host, port, self.client_id, self.socket_timeout_ms / 1000,
                 require=((FETCH, FETCH_VERSION, "Fetch"),
                          (LIST_OFFSETS, LIST_OFFSETS_VERSION, "ListOffsets")),
-                ssl_context=self.ssl_context,
+                ssl_context=self.ssl_context, sasl=self.sasl,
             )
             if self._failing:
                 log.info("%s: connected to %s:%d again", self.name, host, port)

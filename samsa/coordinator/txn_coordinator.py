@@ -510,7 +510,8 @@ class TransactionCoordinator:
             connection = await BrokerConnection.open(
                 endpoint.host or "127.0.0.1", endpoint.port,
                 f"broker-{self.server.broker_id}-txn-markers", MARKER_TIMEOUT_S,
-                ssl_context=self.server.inter_broker.ssl_context)
+                ssl_context=self.server.inter_broker.ssl_context,
+                sasl=self.server.inter_broker.sasl)
         except BrokerConnectionError as exc:
             raise MarkerError(str(exc)) from exc
         try:

@@ -16,6 +16,7 @@ _MODULES = (
     "transactions",
     "cluster_admin",
     "acls",
+    "sasl",
 )
 
 

@@ -159,6 +159,7 @@ REQUIRED: dict[int, tuple[Check, ...]] = {
     14: (C(Op.READ, Res.GROUP),),
     15: (C(Op.DESCRIBE, Res.GROUP, "each group"),),
     16: (C(Op.DESCRIBE, Res.CLUSTER, "every group, else each group's DESCRIBE (filtered)"),),
+    17: (),  # SaslHandshake and SaslAuthenticate: authentication, before any principal
     18: (),
     19: (C(Op.CREATE, Res.CLUSTER, "every topic, else CREATE on each topic"),
          C(Op.CREATE, Res.TOPIC, "each topic without CREATE on the cluster"),
@@ -183,6 +184,7 @@ REQUIRED: dict[int, tuple[Check, ...]] = {
          C(Op.DESCRIBE_CONFIGS, Res.CLUSTER, "broker resources")),
     33: (C(Op.ALTER_CONFIGS, Res.TOPIC, "topic resources"),
          C(Op.ALTER_CONFIGS, Res.CLUSTER, "broker resources")),
+    36: (),  # SaslAuthenticate
     37: (C(Op.ALTER, Res.TOPIC, "each topic"),),
     42: (C(Op.DELETE, Res.GROUP, "each group"),),
     43: (C(Op.ALTER, Res.CLUSTER),),
@@ -191,6 +193,8 @@ REQUIRED: dict[int, tuple[Check, ...]] = {
     45: (C(Op.ALTER, Res.CLUSTER),),
     46: (C(Op.DESCRIBE, Res.CLUSTER),),
     47: (C(Op.DELETE, Res.GROUP), C(Op.READ, Res.TOPIC, "each topic")),
+    50: (C(Op.DESCRIBE, Res.CLUSTER),),
+    51: (C(Op.ALTER, Res.CLUSTER, "every user's result"),),
     60: (C(Op.DESCRIBE, Res.CLUSTER, "cluster authorized operations only"),),
     61: (C(Op.READ, Res.TOPIC, "each topic"),),
     65: (C(Op.DESCRIBE, Res.TRANSACTIONAL_ID, "each id"),

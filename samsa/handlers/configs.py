@@ -97,8 +97,9 @@ def _broker_synonym_group(name: str) -> list[str]:
 def _static_and_default(names: Iterable[str], explicit: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Synonym entries for broker keys: the ones set in server.properties, then the defaults."""
     names = list(names)
-    static = [
-        {"name": n, "value": config_string(explicit[n]), "source": SOURCE_STATIC_BROKER}
+    static = [  # a password is never sent (Kafka: null), only that it is set
+        {"name": n, "value": None if BROKER_KEYS[n].sensitive else config_string(explicit[n]),
+         "source": SOURCE_STATIC_BROKER}
         for n in names if explicit.get(n) is not None
     ]
     defaults = [
@@ -121,10 +122,10 @@ def _entry(
 ) -> dict[str, Any]:
     return {
         "name": key.name,
-        "value": config_string(value),
+        "value": None if key.sensitive else config_string(value),
         "read_only": read_only,
         "config_source": synonyms[0]["source"] if synonyms else SOURCE_DEFAULT,
-        "is_sensitive": False,
+        "is_sensitive": key.sensitive,
         "synonyms": synonyms if include_synonyms else [],
         "config_type": CONFIG_TYPES.get(key.type, 0),
         "documentation": key.doc if include_documentation else None,

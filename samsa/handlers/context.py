@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # all from the layers below the handlers
     from samsa.cluster.acls import AclStore
     from samsa.cluster.producer_ids import ProducerIdManager
     from samsa.cluster.replicas import Replicas
+    from samsa.cluster.scram import ScramCredentialStore
     from samsa.cluster.topic_admin import TopicAdmin
     from samsa.cluster.topics import TopicStore
     from samsa.config import BrokerConfig
@@ -29,8 +30,9 @@ if TYPE_CHECKING:  # all from the layers below the handlers
 class Peer(Protocol):
     """The connection a request came on: its address, the listener it came in on, and who
     the client is (authenticated before its first request: ``User:ANONYMOUS`` on PLAINTEXT,
-    the client certificate's principal on SSL). Authorization reads the principal as
-    ``Type:name`` and the client's host from ``peer``."""
+    the client certificate's principal on SSL, the SASL user on SASL_PLAINTEXT and
+    SASL_SSL). Authorization reads the principal as ``Type:name`` and the client's host from
+    ``peer``."""
 
     peer: str
     principal: KafkaPrincipal
@@ -54,6 +56,7 @@ class Broker(Protocol):
     txn_coordinator: TransactionCoordinator | None
     authorizer: AclAuthorizer | None  # None: authorizer.class.name is empty, all is allowed
     acl_store: AclStore | None  # where CreateAcls and DeleteAcls write (with an authorizer)
+    scram_store: ScramCredentialStore | None  # SCRAM credentials (None until started)
 
     @property
     def topics(self) -> TopicStore | None: ...

@@ -9,7 +9,9 @@
   whole name wins, ``DEFAULT`` keeps the name as it is; no rule matching fails the
   authentication).
 
-SASL (next) gives ``User:`` + the authenticated user name.
+* SASL (SASL_PLAINTEXT, SASL_SSL, ``samsa.server.sasl``): ``User:`` + the authorization id of
+  the exchange (the user name; an OAUTHBEARER token's subject), on SASL_SSL too, whatever
+  certificate the client showed.
 """
 
 from __future__ import annotations

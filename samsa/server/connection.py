@@ -10,7 +10,10 @@ before the handshake is over, and ``principal`` is set from the client's certifi
 the first request is processed (PLAINTEXT: ``User:ANONYMOUS``). A failed handshake (plaintext
 bytes, no certificate where one is required, an untrusted or expired one) or a certificate
 name no ``ssl.principal.mapping.rules`` rule maps closes the connection with one log line.
-SASL (next) adds its exchange as a state between the handshake and the first other request.
+On SASL_PLAINTEXT and SASL_SSL listeners the SASL exchange (``authenticator``,
+``samsa.server.sasl``) is a state between the handshake and the first other request: it sees
+every frame until the client is authenticated, and sets ``principal``; a failed exchange is
+logged once and closes the connection after ``connection.failed.authentication.delay.ms``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from samsa.errors import CloseConnection
 from samsa.security.channel import ListenerSecurity
 from samsa.security.listeners import EndPoint
 from samsa.security.principal import ANONYMOUS, KafkaPrincipal, NoMatchingRule
+from samsa.server.sasl import AuthenticationFailed, SaslServerAuthenticator
 from samsa.storage.log import FileRegion
 
 log = logging.getLogger(__name__)
@@ -74,7 +78,9 @@ class Connection(asyncio.BufferedProtocol):
         # file regions go out with sendfile, which a TLS transport cannot do
         self._zero_copy = security.ssl_context is None
         self._handshaking = False
-        self._max_request_bytes = max_request_bytes
+        self._max_request_bytes = self._request_limit = max_request_bytes
+        # the SASL exchange of a SASL listener's connection (set by the server)
+        self.authenticator: SaslServerAuthenticator | None = None
         self._on_close = on_close
         # Small frames arrive in a reusable buffer; a frame too large for it gets a buffer of
         # its own that the socket fills directly (no copy of a 1 MiB produce in Python).
@@ -179,7 +185,10 @@ class Connection(asyncio.BufferedProtocol):
         view, start, end = self._rview, self._start, self._end
         while end - start >= 4:
             (size,) = _SIZE.unpack_from(view, start)
-            if size < 0 or size > self._max_request_bytes:
+            if size < 0 or size > self._request_limit:
+                if self.authenticator is not None and self.authenticator.authenticating:
+                    self._oversized_token(size)
+                    return
                 log.warning(
                     "closing connection from %s: request size %d is outside 0..%d "
                     "(socket.request.max.bytes)", self.peer, size, self._max_request_bytes,
@@ -201,6 +210,31 @@ class Connection(asyncio.BufferedProtocol):
         if start == end:
             start = end = 0
         self._start, self._end = start, end
+
+    def limit_requests(self, limit: int | None) -> None:
+        """Frames above ``limit`` bytes are refused (None: ``socket.request.max.bytes``)."""
+        self._request_limit = (self._max_request_bytes if limit is None
+                               else min(limit, self._max_request_bytes))
+
+    def _oversized_token(self, size: int) -> None:
+        """A frame above ``sasl.server.max.receive.size`` before authentication: Kafka's
+        "invalid receive size", a failed authentication (closed after the delay)."""
+        assert self.authenticator is not None
+        log.info("Failed authentication with %s (listener %s: Failing SASL authentication due "
+                 "to invalid receive size: %d bytes, more than %d "
+                 "(sasl.server.max.receive.size))", self.peer, self.listener_name, size,
+                 self._request_limit)
+        self._frames.clear()
+        self._closing = True  # nothing more is read or answered
+        self._frame_ready.set()
+        if self.transport is not None:
+            self.transport.pause_reading()
+        delay = self.authenticator.sasl.failed_delay_ms / 1000
+        asyncio.get_running_loop().call_later(delay, self._close_transport)
+
+    def _close_transport(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
 
     def _push(self, frame: bytes | memoryview) -> None:
         self._frames.append(frame)
@@ -239,7 +273,11 @@ class Connection(asyncio.BufferedProtocol):
                     self.transport.resume_reading()  # type: ignore[union-attr]
                 self.busy = True
                 try:
-                    chunks = await self._dispatch(frame, self)
+                    auth = self.authenticator
+                    if auth is not None and auth.intercepts(frame):
+                        chunks = await auth.receive(frame)
+                    else:
+                        chunks = await self._dispatch(frame, self)
                     if chunks is not None and not self._closing:
                         await self._queue_output(chunks)
                 finally:
@@ -249,11 +287,29 @@ class Connection(asyncio.BufferedProtocol):
         except CloseConnection as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
+        except AuthenticationFailed as exc:
+            await self._authentication_failed(exc)
         except (ConnectionError, asyncio.CancelledError):
             self.close()  # the task ends here: a cancelled connection is finished
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
             self.close()
+
+    async def _authentication_failed(self, failure: AuthenticationFailed) -> None:
+        """One log line; after the delay (the event loop goes on) the answer, then close."""
+        log.info("Failed authentication with %s (%s)", self.peer, failure.reason)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self._frames.clear()
+        try:
+            if failure.delayed and self.authenticator is not None:
+                await asyncio.sleep(self.authenticator.sasl.failed_delay_ms / 1000)
+            if failure.response and not self._closing:
+                await self._queue_output(failure.response)
+                await self._flush_output()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        self.close()
 
     async def _queue_output(self, chunks: list[Any]) -> None:
         """Buffer a response; a large file region is sent with sendfile right away."""

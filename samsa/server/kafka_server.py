@@ -19,6 +19,7 @@ from samsa.cluster.acls import AclStore
 from samsa.cluster.partition_writer import LogPartitionWriter
 from samsa.cluster.producer_ids import ProducerIdManager
 from samsa.cluster.replicas import Replicas
+from samsa.cluster.scram import ScramCredentialStore
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.cluster.topics import TopicStore
 from samsa.config import BrokerConfig, ConfigError
@@ -40,8 +41,10 @@ from samsa.protocol.fast import FAST_RESPONSES, encode_fast
 from samsa.security.authorizer import AclAuthorizer, authorizer_from_config
 from samsa.security.channel import InterBrokerSecurity, ListenerSecurity
 from samsa.security.listeners import EndPoint, ListenerConfig
+from samsa.security.sasl.scram import ScramCredential
 from samsa.server.connection import Connection
 from samsa.server.modes import Mode, SingleNode
+from samsa.server.sasl import SaslServerAuthenticator
 from samsa.storage.log_cleaner import LogCleaner
 from samsa.storage.manager import LogManager
 from samsa.zk.controller import Controller
@@ -77,7 +80,10 @@ class KafkaServer:
         # the others: built here, so that a bad key store fails the start with one line
         self.security = {e.listener_name: ListenerSecurity.build(self.config, e)
                          for e in self.listeners}
-        self.inter_broker = InterBrokerSecurity.build(self.config, self.listener_config)
+        self.inter_broker = InterBrokerSecurity.build(self.config, self.listener_config,
+                                                      self.security)
+        # SCRAM credentials (the metadata dir or ZooKeeper), opened at start
+        self.scram_store: ScramCredentialStore | None = None
         load_handlers()
         self.log_manager = LogManager(
             self.config, topic_config=lambda topic: self.replicas.topic_log_config(topic))
@@ -125,6 +131,8 @@ class KafkaServer:
         except BaseException:
             if self.acl_store is not None:
                 await self.acl_store.stop()
+            if self.scram_store is not None:
+                await self.scram_store.stop()
             await self.mode.stop()
             if self.cleaner is not None:
                 await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
@@ -142,6 +150,8 @@ class KafkaServer:
         # topics first: the logs open with their topic's config overrides
         first_dir = manager.dirs[0]
         self.replicas.start(self.broker_id, self._open_topic_store(first_dir))
+        self.scram_store = self.mode.scram_store(first_dir, failures)
+        await self.scram_store.start()
         manager.load_logs()  # a directory whose logs fail to load goes offline
         blocks = self.mode.producer_id_blocks(self.broker_id)
         try:
@@ -241,8 +251,15 @@ class KafkaServer:
 
     def _new_connection(self, max_request: int, security: ListenerSecurity) -> Connection:
         connection = Connection(self.dispatch, max_request, self.connections.discard, security)
+        if security.sasl is not None:
+            connection.authenticator = SaslServerAuthenticator(
+                connection, security.sasl, self._scram_credential, self.dispatch)
         self.connections.add(connection)
         return connection
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        store = self.scram_store
+        return None if store is None else store.lookup(user, mechanism)
 
     async def _load_meta_properties(self) -> None:
         """meta.properties, in every log dir online: read (the first value of each key wins),
@@ -308,6 +325,8 @@ class KafkaServer:
             await server.wait_closed()
         if self.acl_store is not None:
             await self.acl_store.stop()
+        if self.scram_store is not None:
+            await self.scram_store.stop()
         await self.mode.stop()
         if self.cleaner is not None:  # joined off the loop: its swaps run on the loop
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)

@@ -5,14 +5,17 @@ built: ``SingleNode`` here (a cluster of one, no ZooKeeper) or ``samsa.zk.suppor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from samsa.cluster.acls import AclStore, FileAclStore
 from samsa.cluster.replicas import Replicas
+from samsa.cluster.scram import LocalScramStore, ScramCredentialStore
 from samsa.cluster.topic_admin import LocalTopicAdmin, TopicAdmin
 from samsa.config import BrokerConfig
 from samsa.security.authorizer import AclAuthorizer
 from samsa.security.listeners import EndPoint
+from samsa.storage.log_dir_failure import LogDirFailureChannel
 
 if TYPE_CHECKING:
     from samsa.zk.controller import Controller
@@ -56,6 +59,9 @@ class Mode(Protocol):
 
     def acl_store(self, authorizer: AclAuthorizer) -> AclStore:
         """Where the authorizer's ACLs are kept (built only when there is an authorizer)."""
+    def scram_store(self, metadata_dir: Path, failures: LogDirFailureChannel
+                    ) -> ScramCredentialStore:
+        """Where SCRAM credentials are kept (a single node: its metadata dir)."""
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         """Once listening: join the cluster (``endpoints``: the advertised listeners)."""
@@ -104,6 +110,9 @@ class SingleNode:
         """A file in the metadata dir (the first log dir), beside the topics."""
         manager = self.replicas.log_manager
         return FileAclStore(authorizer, manager.dirs[0], manager.failures)
+    def scram_store(self, metadata_dir: Path, failures: LogDirFailureChannel
+                    ) -> ScramCredentialStore:
+        return LocalScramStore(metadata_dir, failures)
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         pass

@@ -1,4 +1,12 @@
-"""``samsa configs``: kafka-configs.sh for topics and brokers (--describe, --alter)."""
+"""``samsa configs``: kafka-configs.sh for topics, brokers and users (--describe, --alter).
+
+For users, the SCRAM credentials (KIP-554, through the admin client's
+Describe/AlterUserScramCredentials): ``--add-config 'SCRAM-SHA-256=[iterations=8192,
+password=alice-secret]'`` (iterations 4096 by default; the client salts and hashes the
+password, which never reaches the broker), ``--delete-config SCRAM-SHA-256``, and
+``--describe`` printing kafka-configs' lines ("SCRAM credential configs for user-principal
+'alice' are SCRAM-SHA-256=iterations=8192"). samsa has no client quotas, the other configs of
+users in Kafka."""
 
 from __future__ import annotations
 
@@ -7,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import click
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -15,6 +24,11 @@ from confluent_kafka.admin import (
     ConfigResource,
     ConfigSource,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialAlteration,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
 from samsa.tools.admin import connect_admin, raise_errors, results, source_id, source_name
@@ -23,12 +37,24 @@ from samsa.tools.common import (
     ToolError,
     bootstrap_option,
     command_config_option,
+    describe_error,
     handle_client_errors,
     read_properties_file,
 )
 
-ENTITY_TYPES = {"topics": ResourceType.TOPIC, "brokers": ResourceType.BROKER}
-SINGULAR = {"topics": "topic", "brokers": "broker"}
+ENTITY_TYPES = {"topics": ResourceType.TOPIC, "brokers": ResourceType.BROKER,
+                "users": ResourceType.UNKNOWN}  # users: SCRAM credentials, not config resources
+SINGULAR = {"topics": "topic", "brokers": "broker", "users": "user"}
+SCRAM_MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
+                    "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
+DEFAULT_SCRAM_ITERATIONS = 4096  # kafka-configs' DefaultScramIterations
+MIN_SCRAM_ITERATIONS = 4096
+_SCRAM_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
+# the Java exception kafka-configs names when it cannot describe a user's credentials
+_EXCEPTIONS = {"RESOURCE_NOT_FOUND": "ResourceNotFoundException",
+               "DUPLICATE_RESOURCE": "DuplicateResourceException",
+               "CLUSTER_AUTHORIZATION_FAILED": "ClusterAuthorizationException",
+               "UNSUPPORTED_VERSION": "UnsupportedVersionException"}
 # Commas and equals signs inside [...] belong to the value: k1=v1,k2=[a,b],k3=v3.
 _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
 _SPLIT_PAIRS = re.compile("," + _OUTSIDE_BRACKETS)
@@ -65,10 +91,11 @@ def parse_delete_config(values: Iterable[str]) -> list[str]:
 @click.command("configs")
 @bootstrap_option
 @click.option("--entity-type", "entity_type", type=click.Choice(sorted(ENTITY_TYPES)),
-              help="The kind of entity: topics or brokers.")
-@click.option("--entity-name", "entity_name", help="The topic name or broker id.")
+              help="The kind of entity: topics, brokers or users.")
+@click.option("--entity-name", "entity_name", help="The topic name, broker id or user name.")
 @click.option("--topic", help="Short for --entity-type topics --entity-name TOPIC.")
 @click.option("--broker", help="Short for --entity-type brokers --entity-name ID.")
+@click.option("--user", help="Short for --entity-type users --entity-name USER.")
 @click.option("--describe", is_flag=True, help="Print the entity's configs.")
 @click.option("--alter", is_flag=True, help="Change the entity's configs.")
 @click.option("--all", "describe_all", is_flag=True,
@@ -84,12 +111,13 @@ def parse_delete_config(values: Iterable[str]) -> list[str]:
 @handle_client_errors
 def configs(
     bootstrap_server: str, entity_type: str | None, entity_name: str | None,
-    topic: str | None, broker: str | None,
+    topic: str | None, broker: str | None, user: str | None,
     describe: bool, alter: bool, describe_all: bool, add_config: tuple[str, ...],
     add_config_file: Path | None, delete_config: tuple[str, ...], command_config: Path | None,
 ) -> None:
-    """Describe and alter topic and broker configs, as kafka-configs.sh does."""
-    entity_type, entity_name = _entity(entity_type, entity_name, topic, broker)
+    """Describe and alter topic and broker configs and users' SCRAM credentials, as
+    kafka-configs.sh does."""
+    entity_type, entity_name = _entity(entity_type, entity_name, topic, broker, user)
     if describe == alter:
         raise click.UsageError("exactly one of --describe or --alter is required")
     additions = parse_add_config(add_config)
@@ -107,6 +135,15 @@ def configs(
             " with --alter"
         )
     extra = read_properties_file(command_config, "--command-config")
+    if entity_type == "users":
+        scram = _scram_alterations(entity_name, additions, deletions) if alter else []
+        admin, _ = connect_admin(bootstrap_server, "samsa-configs", extra)
+        if describe:
+            _describe_users(admin, entity_name)
+        else:
+            assert entity_name is not None
+            _alter_users(admin, entity_name, scram)
+        return
     admin, metadata = connect_admin(bootstrap_server, "samsa-configs", extra)
     resource_type = ENTITY_TYPES[entity_type]
     if describe:
@@ -121,21 +158,25 @@ def configs(
 
 
 def _entity(
-    entity_type: str | None, entity_name: str | None, topic: str | None, broker: str | None
+    entity_type: str | None, entity_name: str | None, topic: str | None, broker: str | None,
+    user: str | None = None,
 ) -> tuple[str, str | None]:
-    """Resolve --entity-type/--entity-name and the --topic/--broker shorthands."""
-    if topic is not None and broker is not None:
-        raise click.UsageError("only one of --topic or --broker may be given")
-    if (topic is not None or broker is not None) and (
-        entity_type is not None or entity_name is not None
-    ):
-        raise click.UsageError("--topic and --broker can't be combined with --entity-*")
+    """Resolve --entity-type/--entity-name and the --topic/--broker/--user shorthands."""
+    shorthands = [s for s in (topic, broker, user) if s is not None]
+    if len(shorthands) > 1:
+        raise click.UsageError("only one of --topic, --broker or --user may be given")
+    if shorthands and (entity_type is not None or entity_name is not None):
+        raise click.UsageError("--topic, --broker and --user can't be combined with --entity-*")
     if topic is not None:
         entity_type, entity_name = "topics", topic
     elif broker is not None:
         entity_type, entity_name = "brokers", broker
+    elif user is not None:
+        entity_type, entity_name = "users", user
     if entity_type is None:
-        raise click.UsageError("--entity-type is required (topics or brokers)")
+        raise click.UsageError("--entity-type is required (topics, brokers or users)")
+    if entity_type == "users" and entity_name is not None and not entity_name:
+        raise click.UsageError("--entity-name must not be empty")
     if entity_type == "brokers" and entity_name is not None and not _is_int(entity_name):
         raise click.UsageError(
             "the entity name for brokers must be a valid integer broker id, but it is:"
@@ -228,3 +269,76 @@ def _alter(
     _, errors = results(futures, REQUEST_TIMEOUT_S + 5)
     raise_errors(errors)
     click.echo(f"Completed updating config for {SINGULAR[entity_type]} {name}.")
+
+
+# --- users: SCRAM credentials ---------------------------------------------------------------
+
+
+def _scram_alterations(user: str | None, additions: dict[str, str], deletions: list[str]
+                       ) -> list[UserScramCredentialAlteration]:
+    """kafka-configs' alterUserScramCredentialConfigs: ``SCRAM-SHA-256=[iterations=N,
+    password=P]`` upserts (the client salts and hashes P), ``--delete-config SCRAM-SHA-256``
+    deletes."""
+    if user is None:
+        raise click.UsageError("--alter requires --entity-name")
+    others = [k for k in [*additions, *deletions] if k not in SCRAM_MECHANISMS]
+    if others:
+        raise click.UsageError(
+            f"samsa has no client quotas: only {', '.join(SCRAM_MECHANISMS)} can be set for "
+            f"users, got {', '.join(others)}")
+    alterations: list[UserScramCredentialAlteration] = [
+        UserScramCredentialDeletion(user, SCRAM_MECHANISMS[name]) for name in deletions]
+    for name, value in additions.items():
+        match = _SCRAM_CREDENTIAL.fullmatch(value)
+        if match is None:
+            raise click.UsageError(f"Invalid credential property {name}={value}")
+        iterations = (int(match.group(1)) if match.group(1) not in (None, "", "-1")
+                      else DEFAULT_SCRAM_ITERATIONS)
+        if iterations < MIN_SCRAM_ITERATIONS:
+            raise click.UsageError(f"Iterations {iterations} is less than the minimum "
+                                   f"{MIN_SCRAM_ITERATIONS} required for {name}")
+        alterations.append(UserScramCredentialUpsertion(
+            user, ScramCredentialInfo(SCRAM_MECHANISMS[name], iterations),
+            match.group(2).encode()))
+    return alterations
+
+
+def _alter_users(admin: AdminClient, user: str,
+                 alterations: list[UserScramCredentialAlteration]) -> None:
+    futures = admin.alter_user_scram_credentials(alterations, request_timeout=REQUEST_TIMEOUT_S)
+    _, errors = results(futures, REQUEST_TIMEOUT_S + 5)
+    raise_errors(errors)
+    click.echo(f"Completed updating config for user {user}.")
+
+
+def _credentials_text(description: object) -> str:
+    infos = sorted(getattr(description, "scram_credential_infos", []),
+                   key=lambda info: info.mechanism.value)
+    names = {m: n for n, m in SCRAM_MECHANISMS.items()}
+    return ", ".join(f"{names.get(i.mechanism, i.mechanism.name)}=iterations={i.iterations}"
+                     for i in infos)
+
+
+def _describe_users(admin: AdminClient, user: str | None) -> None:
+    """kafka-configs' describeClientQuotaAndUserScramCredentialConfigs (no quotas here)."""
+    line = "SCRAM credential configs for user-principal '{}' are {}"
+    if user is None:
+        future = admin.describe_user_scram_credentials(request_timeout=REQUEST_TIMEOUT_S)
+        described, errors = results({None: future}, REQUEST_TIMEOUT_S + 5)
+        raise_errors(errors)
+        for name, description in sorted(described[None].items()):
+            click.echo(line.format(name, _credentials_text(description)))
+        return
+    futures = admin.describe_user_scram_credentials([user], request_timeout=REQUEST_TIMEOUT_S)
+    for name, future in futures.items():
+        try:
+            description = future.result(timeout=REQUEST_TIMEOUT_S + 5)
+        except KafkaException as exc:
+            # (librdkafka leaves a stray byte after this error's message)
+            text = "".join(c for c in describe_error(exc) if c.isprintable())
+            code, _, message = text.partition(": ")
+            exception = _EXCEPTIONS.get(code, "KafkaException")
+            click.echo(f"Error retrieving SCRAM credential configs for user-principal "
+                       f"'{name}': {exception}: {message or code}")
+            continue
+        click.echo(line.format(name, _credentials_text(description)))

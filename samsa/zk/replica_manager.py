@@ -62,6 +62,7 @@ class ReplicaManager:
         self._broker_id = broker_id
         self.inter_broker_listener = inter_broker.listener_name if inter_broker else "PLAINTEXT"
         self.inter_broker_ssl = inter_broker.ssl_context if inter_broker else None
+        self.inter_broker_sasl = inter_broker.sasl if inter_broker else None
         self.config = config
         self.replicas = replicas
         self.membership = membership
@@ -395,7 +396,7 @@ class ReplicaManager:
                 fetch_min_bytes=c.get("replica.fetch.min.bytes"),
                 fetch_backoff_ms=c.get("replica.fetch.backoff.ms"),
                 socket_timeout_ms=c.get("replica.socket.timeout.ms"),
-                ssl_context=self.inter_broker_ssl,
+                ssl_context=self.inter_broker_ssl, sasl=self.inter_broker_sasl,
             )
             self.fetchers[leader] = fetcher
             fetcher.start()

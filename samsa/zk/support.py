@@ -8,17 +8,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from samsa.cluster.replicas import Replicas
 from samsa.config import BrokerConfig, LogConfig
 from samsa.security.authorizer import AclAuthorizer
 from samsa.security.channel import InterBrokerSecurity
 from samsa.security.listeners import EndPoint
+from samsa.storage.log_dir_failure import LogDirFailureChannel
 from samsa.zk.acls import ZkAclStore
 from samsa.zk.controlled_shutdown import ask_controlled_shutdown
 from samsa.zk.controller import Controller
 from samsa.zk.membership import ClusterMembership
 from samsa.zk.replica_manager import ReplicaManager
+from samsa.zk.scram import ZkScramStore
 from samsa.zk.topic_admin import ZkTopicAdmin
 from samsa.zk.zk_data import Endpoint
 
@@ -72,6 +75,10 @@ class ZkSupport:
     def acl_store(self, authorizer: AclAuthorizer) -> ZkAclStore:
         """Kafka's ACL znodes and change notifications, shared by every broker."""
         return ZkAclStore(authorizer, self.membership.zk)
+    def scram_store(self, metadata_dir: Path, failures: LogDirFailureChannel) -> ZkScramStore:
+        """SCRAM credentials in ZooKeeper (/config/users), followed through the config change
+        notifications."""
+        return ZkScramStore(self.membership.zk)
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         """Register (``endpoints``: the advertised listeners), take part in the election (the

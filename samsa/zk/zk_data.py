@@ -11,7 +11,8 @@ read or write has a path helper here and an ``encode_*`` (dataclass -> bytes) / 
 * ``/brokers/ids/<id>`` (ephemeral): BrokerInfo, versions 1-5 (we write 5)
 * ``/brokers/topics/<topic>``: replica assignment and topic id, versions 1-3 (we write 3)
 * ``/brokers/topics/<topic>/partitions/<p>/state``: leader, leader epoch, ISR, controller epoch
-* ``/config/<entity type>/<entity>``: ``{"version":1,"config":{"k":"v"}}``
+* ``/config/<entity type>/<entity>``: ``{"version":1,"config":{"k":"v"}}`` (users and
+  client ids sanitized as Kafka's Sanitizer: ``/config/users/alice%40example.com``)
 * ``/config/changes/config_change_<seq>``: ``{"version":2,"entity_path":"topics/<t>"}``
 * ``/admin/delete_topics/<topic>``: no data
 * ``/brokers/seqid``: no data; its zk version is the last broker id generated
@@ -44,6 +45,7 @@ import binascii
 import json
 import re
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -126,6 +128,9 @@ __all__ = [
     "partitions_path",
     "topic_config_path",
     "topic_path",
+    "sanitize",
+    "desanitize",
+    "user_config_path",
 ]
 
 
@@ -229,6 +234,26 @@ def config_entity_path(entity_type: str, entity_name: str) -> str:
     if not isinstance(entity_name, str) or not entity_name:
         raise ValueError(f"invalid config entity name for a znode path: {entity_name!r}")
     return f"{config_entity_type_path(entity_type)}/{entity_name}"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user or client id as one znode name (Java's URLEncoder,
+    UTF-8: letters, digits and ``.-_`` kept, everything else %XX; ``*`` as %2A, space %20)."""
+    out = []
+    for byte in name.encode("utf-8"):
+        c = chr(byte)
+        out.append(c if c.isascii() and (c.isalnum() or c in ".-_") else f"%{byte:02X}")
+    return "".join(out)
+
+
+def desanitize(name: str) -> str:
+    """Kafka's Sanitizer.desanitize."""
+    return urllib.parse.unquote(name, errors="strict")
+
+
+def user_config_path(user: str) -> str:
+    """``/config/users/<sanitized user>``: the user's quotas and SCRAM credentials."""
+    return config_entity_path("users", sanitize(user))
 
 
 def topic_config_path(topic: str) -> str:

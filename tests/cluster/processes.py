@@ -179,7 +179,8 @@ class Broker(BrokerProcessControl):
     spec: BrokerProcess
     zookeeper_connect: str
     overrides: dict[str, str]
-    # this broker's own settings, over the spec's (log.dirs: more than its one log dir)
+    # this broker's own settings, over the spec's (log.dirs: more than its one log dir);
+    # "{port}" in a value is the spec's port (listeners beside its PLAINTEXT one)
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -200,7 +201,7 @@ class Broker(BrokerProcessControl):
         self.spec.log_dir.mkdir(parents=True, exist_ok=True)
         command = self.spec.command(self.zookeeper_connect, self.overrides)
         for key, value in self.extra.items():
-            command += ["--override", f"{key}={value}"]
+            command += ["--override", f"{key}={value.replace('{port}', str(self.spec.port))}"]
         return Launch(command, cwd=self.spec.log_dir.parent)
 
 

@@ -246,6 +246,16 @@ CASES = [
          lambda r: [g.error_code for g in r.groups],
          [([], 30), ([group_acl(Op.DESCRIBE)], 0)]),
     Case("ListGroups", 16, 4, lambda e: {"states_filter": []}, top, [([], 0)]),
+    # authentication's own APIs need no ACL; on this PLAINTEXT listener there is nothing to
+    # authenticate: ILLEGAL_SASL_STATE, the connection kept
+    Case("SaslHandshake", 17, 1, lambda e: {"mechanism": "PLAIN"}, top, [([], 34)]),
+    Case("SaslAuthenticate", 36, 2, lambda e: {"auth_bytes": b""}, top, [([], 34)]),
+    Case("DescribeUserScramCredentials", 50, 0, lambda e: {"users": None}, top,
+         [([], 31), ([cluster_acl(Op.DESCRIBE)], 0)]),
+    Case("AlterUserScramCredentials", 51, 0, lambda e: {
+        "deletions": [{"name": "carol", "mechanism": 1}], "upsertions": []},
+        lambda r: [x.error_code for x in r.results],
+        [([], 31), ([cluster_acl(Op.ALTER)], ANY_OTHER)]),
     Case("ApiVersions", 18, 3, lambda e: {"client_software_name": "matrix",
                                           "client_software_version": "1"}, top, [([], 0)]),
     Case("CreateTopics", 19, 5, lambda e: {
