@@ -81,9 +81,8 @@ async def alter_user_scram_credentials(
     if not authorize_cluster(ctx, AclOperation.ALTER):  # every user's result, as Kafka's
         refused = (ErrorCode.cluster_authorization_failed,
                    MESSAGES[ErrorCode.cluster_authorization_failed])
-    elif store is None:
-        refused = (ErrorCode.coordinator_not_available, "the broker is starting")
-    if refused is not None:
+    if refused is not None or store is None:
+        refused = refused or (ErrorCode.coordinator_not_available, "the broker is starting")
         users = dict.fromkeys([d.user for d in deletions] + [u.user for u in upsertions])
         return {"throttle_time": 0, "results": [
             {"user": u, "error_code": refused[0], "error_message": refused[1]}
