@@ -8,7 +8,8 @@ one ``samsa:`` line and a non-zero exit here.
 
 confluent-kafka has no DeleteConsumerGroupOffsets, so ``--delete-offsets`` sends Kafka's
 OffsetDelete request itself (FindCoordinator, then OffsetDelete to the coordinator, versions
-negotiated with ApiVersions; PLAINTEXT listeners only).
+negotiated with ApiVersions; over TLS and/or SASL as ``--command-config`` says: see
+``samsa.tools.wire``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from samsa.tools.common import (
     handle_client_errors,
     read_properties_file,
 )
-from samsa.tools.wire import CLIENT_ID, TP, error_text, offset_delete
+from samsa.tools.wire import CLIENT_ID, TP, WireSecurity, error_text, offset_delete
 
 MISSING = "-"
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
@@ -838,12 +839,7 @@ def delete_group_offsets(
     topic_args: Sequence[str], timeout: float,
 ) -> None:
     """--delete-offsets: Kafka's output table; any failure is the one error line."""
-    protocol = extra.get("security.protocol", "plaintext").strip().lower()
-    if protocol != "plaintext":
-        raise ToolError(
-            f"--delete-offsets speaks PLAINTEXT only (security.protocol={protocol}):"
-            " confluent-kafka has no DeleteConsumerGroupOffsets"
-        )
+    security = WireSecurity.from_properties(extra, "--delete-offsets")
     statuses: dict[TP, str | None] = {}  # None: deleted
     partitions: list[TP] = []
     for arg in topic_args:
@@ -857,7 +853,7 @@ def delete_group_offsets(
         partitions += [(topic, p) for p in chosen]
     partitions = list(dict.fromkeys(partitions))
     top, codes = (ErrorCode.none, {}) if not partitions else offset_delete(
-        bootstrap, group_id, partitions, timeout
+        bootstrap, group_id, partitions, timeout, security
     )
     if top not in (ErrorCode.none, ErrorCode.group_subscribed_to_topic,
                    ErrorCode.topic_authorization_failed, ErrorCode.unknown_topic_or_partition):

@@ -24,8 +24,8 @@ unknown topic or partition in the file of ``--verify`` or ``--cancel`` is an err
 confluent-kafka has no reassignment API, so the requests (Metadata, AlterPartitionReassignments,
 ListPartitionReassignments) go over a socket of samsa's own (``samsa.tools.wire``), to the
 controller Metadata names, found again when a broker answers NOT_CONTROLLER (kafka-python, which
-has these calls, is only a test dependency). PLAINTEXT listeners only: of ``--command-config``
-only ``security.protocol`` (which must be PLAINTEXT) and ``client.id`` are used. Every failure is
+has these calls, is only a test dependency). Of ``--command-config``, ``client.id`` and the
+security settings (TLS, SASL: see ``samsa.tools.wire``) are used. Every failure is
 one ``samsa:`` line and exit status 1 (2 for a usage error).
 """
 
@@ -57,7 +57,7 @@ from samsa.tools.common import (
     parse_bootstrap,
     read_properties_file,
 )
-from samsa.tools.wire import Node, WirePool
+from samsa.tools.wire import Node, WirePool, WireSecurity
 
 CLIENT_ID = "reassign-partitions-tool"  # Kafka's client id for this tool
 ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
@@ -584,10 +584,7 @@ def reassign_partitions(
             )
     parse_bootstrap(bootstrap_server)
     extra = read_properties_file(command_config, "--command-config")
-    protocol = extra.get("security.protocol", "plaintext").strip().lower()
-    if protocol != "plaintext":
-        raise ToolError(f"samsa reassign-partitions speaks PLAINTEXT only"
-                        f" (security.protocol={protocol})")
+    security = WireSecurity.from_properties(extra, "samsa reassign-partitions")
     client_id = extra.get("client.id", CLIENT_ID)
 
     if action == "generate":
@@ -595,7 +592,7 @@ def reassign_partitions(
         topics = parse_topics(read_json(topics_file, "--topics-to-move-json-file"),
                               str(topics_file))
         brokers = parse_broker_list(options["broker_list"])
-        with Cluster(bootstrap_server, REQUEST_TIMEOUT_S, client_id) as cluster:
+        with Cluster(bootstrap_server, REQUEST_TIMEOUT_S, client_id, security) as cluster:
             run_generate(cluster, topics, brokers, not options["disable_rack_aware"])
         return
     parts: list[tuple[TP, list[int]]] = []
@@ -604,7 +601,7 @@ def reassign_partitions(
         parts = parse_reassignment(read_json(path, "--reassignment-json-file"), str(path))
         if action != "execute" and not parts:
             raise ToolError(f"{path}: Partition reassignment list cannot be empty")
-    with Cluster(bootstrap_server, REQUEST_TIMEOUT_S, client_id) as cluster:
+    with Cluster(bootstrap_server, REQUEST_TIMEOUT_S, client_id, security) as cluster:
         if action == "execute":
             run_execute(cluster, parts, options["additional"])
         elif action == "verify":

@@ -12,8 +12,8 @@ confluent-kafka has no transactions admin API, so the requests go over a socket 
 cluster (ListTransactions), ``describe`` finds the transactional id's coordinator
 (FindCoordinator, key type 1) and asks it (DescribeTransactions), ``describe-producers`` asks the
 partition's leader, or ``--broker-id`` (DescribeProducers). Versions are negotiated with
-ApiVersions; PLAINTEXT listeners only. Every failure is one ``samsa:`` line: ``NAME: what failed:
-Kafka's message``.
+ApiVersions; TLS and SASL as ``--command-config`` says (``samsa.tools.wire``). Every failure
+is one ``samsa:`` line: ``NAME: what failed: Kafka's message``.
 
 ``list --state`` and ``list --producer-id`` are samsa's: Kafka's admin API has these filters
 (ListTransactionsOptions) but its tool does not expose them. ``--duration-filter`` is Kafka's
@@ -45,7 +45,7 @@ from samsa.tools.common import (
     parse_bootstrap,
     read_properties_file,
 )
-from samsa.tools.wire import Node, WirePool, build_entity
+from samsa.tools.wire import Node, WirePool, WireSecurity, build_entity
 
 CLIENT_ID = "samsa-transactions"
 FIND_COORDINATOR = 10
@@ -199,8 +199,9 @@ DescribeTransactionsResponse = _retyped(
 class Cluster(WirePool):
     """Connections to the cluster with this tool's client id."""
 
-    def __init__(self, bootstrap: str, timeout: float) -> None:
-        super().__init__(bootstrap, timeout, CLIENT_ID)
+    def __init__(self, bootstrap: str, timeout: float,
+                 security: WireSecurity | None = None) -> None:
+        super().__init__(bootstrap, timeout, CLIENT_ID, security)
 
 
 # --- list ----------------------------------------------------------------------------------------
@@ -394,13 +395,14 @@ def producer_row(state: Any) -> list[str]:
 class Settings:
     bootstrap: str | None
     timeout: float
+    security: WireSecurity | None = None
 
     def cluster(self) -> Cluster:
         # Checked here rather than by click, so that ``transactions list --help`` works without
         # it, as Kafka's does.
         if self.bootstrap is None:
             raise click.UsageError("Missing option '--bootstrap-server'.")
-        return Cluster(self.bootstrap, self.timeout)
+        return Cluster(self.bootstrap, self.timeout, self.security)
 
 
 @click.group("transactions", no_args_is_help=False)
@@ -415,13 +417,8 @@ def transactions(
     if bootstrap_server is not None:
         parse_bootstrap(bootstrap_server)
     extra = read_properties_file(command_config, "--command-config")
-    protocol = extra.get("security.protocol", "plaintext").strip().lower()
-    if protocol != "plaintext":
-        raise ToolError(
-            f"samsa transactions speaks PLAINTEXT only (security.protocol={protocol}):"
-            " confluent-kafka has no transactions admin API"
-        )
-    ctx.obj = Settings(bootstrap_server, REQUEST_TIMEOUT_S)
+    security = WireSecurity.from_properties(extra, "samsa transactions")
+    ctx.obj = Settings(bootstrap_server, REQUEST_TIMEOUT_S, security)
 
 
 @transactions.command("list")

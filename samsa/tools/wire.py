@@ -1,15 +1,28 @@
 """Kafka requests over a socket of samsa's own, for the APIs confluent-kafka has no binding
 for: OffsetDelete (``samsa groups --delete-offsets``), the transaction admin APIs (``samsa
 transactions``) and the partition reassignment APIs (``samsa reassign-partitions``).
-PLAINTEXT listeners only. ``WirePool`` keeps one connection per broker under one deadline."""
+``WirePool`` keeps one connection per broker under one deadline.
+
+``WireSecurity.from_properties`` reads a tool's ``--command-config`` (librdkafka's names):
+``security.protocol`` PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; for TLS ``ssl.ca.location``
+(else the system's CAs), ``ssl.certificate.location`` / ``ssl.key.location`` (and
+``ssl.key.password``), ``ssl.endpoint.identification.algorithm`` (``https``, the default: the
+broker's certificate must name the host; empty or ``none``: not checked) and
+``enable.ssl.certificate.verification``; for SASL ``sasl.mechanism`` (PLAIN, SCRAM-SHA-256 or
+SCRAM-SHA-512), ``sasl.username`` and ``sasl.password``. A SASL connection sends ApiVersions,
+then SaslHandshake v1 and SaslAuthenticate (the client side of ``samsa.security.sasl``, as the
+broker's inter-broker client), and authenticates again when the session the broker granted
+nears its end. Anything else (GSSAPI, OAUTHBEARER, PEM strings, keystores) is a one-line
+error."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import socket
+import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kio.index import load_request_schema
@@ -20,6 +33,7 @@ from kio.schema.offset_delete.v0.request import (
 )
 
 from samsa.errors import ErrorCode, kafka_name
+from samsa.protocol.build import to_ms
 from samsa.protocol.client import (
     SIZE,
     ClientCodec,
@@ -28,6 +42,8 @@ from samsa.protocol.client import (
     choose_version,
     version_ranges,
 )
+from samsa.security.sasl.errors import SaslError
+from samsa.security.sasl.listener import SaslClientSettings
 from samsa.tools.common import CONNECT_TIMEOUT_S, ToolError, parse_bootstrap
 
 CLIENT_ID = "samsa-consumer-groups"
@@ -35,6 +51,16 @@ TP = tuple[str, int]
 
 
 FIND_COORDINATOR, OFFSET_DELETE, METADATA = 10, 47, 3
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+# SaslAuthenticate versions this client sends (v1+: the broker tells the session's lifetime)
+KIO_SASL_AUTHENTICATE = (0, 2)
+# re-authenticate once this share of the session granted is over (as BrokerConnection)
+REAUTHENTICATE_AT = 0.85
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+WIRE_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# librdkafka settings this client cannot honour: refused rather than ignored
+_UNSUPPORTED_SSL = ("ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem", "ssl.keystore.location",
+                    "ssl.ca.certificate.stores", "ssl.engine.location")
 # Metadata from v4 (the first that can refuse to auto-create the topics asked about) to the
 # newest kio reads.
 KIO_METADATA = (4, 12)
@@ -70,13 +96,91 @@ def error_text(code: int) -> str:
     return f"{kafka_name(code)}: {message}".rstrip(": ")
 
 
-class Wire:
-    """A blocking PLAINTEXT connection for the requests confluent-kafka lacks."""
+class AuthenticationFailed(ToolError):
+    """The broker refused the credentials (or the TLS handshake failed): no other broker
+    would take them either, so this is not retried elsewhere."""
 
-    def __init__(self, host: str, port: int, deadline: float, client_id: str = CLIENT_ID) -> None:
+
+@dataclasses.dataclass(frozen=True)
+class WireSecurity:
+    """How ``Wire`` reaches a listener: its security protocol, the TLS context (SSL,
+    SASL_SSL) and the SASL login (SASL_PLAINTEXT, SASL_SSL)."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    sasl: SaslClientSettings | None = None
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], tool: str) -> WireSecurity:
+        """From a ``--command-config`` (librdkafka's names); a one-line ToolError for a
+        setting this client cannot honour."""
+        given = props.get("security.protocol", "PLAINTEXT").strip()
+        protocol = given.upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ToolError(f"{tool}: unsupported security.protocol={given} "
+                            f"(one of {', '.join(SECURITY_PROTOCOLS)})")
+        context = _ssl_context(props, tool) if protocol.endswith("SSL") else None
+        sasl = _sasl_settings(props, tool) if protocol.startswith("SASL_") else None
+        return cls(protocol, context, sasl)
+
+
+def _ssl_context(props: Mapping[str, str], tool: str) -> ssl.SSLContext:
+    for key in _UNSUPPORTED_SSL:
+        if props.get(key, "").strip():
+            raise ToolError(f"{tool}: {key} is not supported (use ssl.ca.location, "
+                            "ssl.certificate.location and ssl.key.location: PEM files)")
+    ca = props.get("ssl.ca.location", "").strip()
+    try:
+        context = ssl.create_default_context(cafile=ca or None)
+        cert = props.get("ssl.certificate.location", "").strip()
+        key = props.get("ssl.key.location", "").strip()
+        if bool(cert) != bool(key):
+            raise ToolError(f"{tool}: ssl.certificate.location and ssl.key.location go "
+                            "together (a client certificate and its private key)")
+        if cert:
+            context.load_cert_chain(cert, key, props.get("ssl.key.password") or None)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise ToolError(f"{tool}: cannot load the TLS files: "
+                        f"{getattr(exc, 'strerror', None) or exc}") from exc
+    algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+    if algorithm not in ("https", "", "none"):
+        raise ToolError(f"{tool}: ssl.endpoint.identification.algorithm takes https or none, "
+                        f"got {algorithm!r}")
+    context.check_hostname = algorithm == "https"
+    verify = props.get("enable.ssl.certificate.verification", "true").strip().lower()
+    if verify not in ("true", "false"):
+        raise ToolError(f"{tool}: enable.ssl.certificate.verification takes true or false, "
+                        f"got {verify!r}")
+    if verify == "false":
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _sasl_settings(props: Mapping[str, str], tool: str) -> SaslClientSettings:
+    # librdkafka's default mechanism is GSSAPI; "sasl.mechanisms" is its older alias
+    mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms")
+                 or "GSSAPI").strip().upper()
+    if mechanism not in WIRE_MECHANISMS:
+        raise ToolError(f"{tool}: sasl.mechanism={mechanism} is not supported "
+                        f"(one of {', '.join(WIRE_MECHANISMS)})")
+    user, password = props.get("sasl.username"), props.get("sasl.password")
+    if not user or password is None:
+        raise ToolError(f"{tool}: {mechanism} needs sasl.username and sasl.password")
+    return SaslClientSettings(mechanism, user, password)
+
+
+class Wire:
+    """A blocking connection for the requests confluent-kafka lacks: plain TCP, or TLS
+    and/or SASL as ``security`` says."""
+
+    def __init__(self, host: str, port: int, deadline: float, client_id: str = CLIENT_ID,
+                 security: WireSecurity | None = None) -> None:
         self.address = f"{host}:{port}"
         self.deadline = deadline
         self.codec = ClientCodec(client_id)
+        self.security = security or WireSecurity()
+        self._reauthenticate_at: float | None = None  # time.monotonic()
         try:
             self.sock = socket.create_connection(
                 (host, port), timeout=min(CONNECT_TIMEOUT_S, self._remaining())
@@ -84,15 +188,70 @@ class Wire:
         except OSError as exc:
             raise ToolError(f"cannot connect to {self.address}: {exc.strerror or exc}") from exc
         try:
+            if self.security.ssl_context is not None:
+                self._wrap(self.security.ssl_context, host)
             response = self.request(*api_versions_request())
             if response.error_code != ErrorCode.none:
                 raise ToolError(
                     f"ApiVersions to {self.address}: {error_text(response.error_code)}"
                 )
+            self.versions = version_ranges(response)
+            if self.security.sasl is not None:
+                self._authenticate(self.security.sasl)
         except ToolError:
             self.sock.close()
             raise
-        self.versions = version_ranges(response)
+
+    def _wrap(self, context: ssl.SSLContext, host: str) -> None:
+        """The TLS handshake, within the deadline."""
+        try:
+            self.sock.settimeout(min(CONNECT_TIMEOUT_S, self._remaining()))
+            self.sock = context.wrap_socket(self.sock, server_hostname=host)
+        except TimeoutError as exc:
+            raise ToolError(f"REQUEST_TIMED_OUT: no TLS handshake with {self.address} in time"
+                            ) from exc
+        except ssl.SSLCertVerificationError as exc:
+            raise AuthenticationFailed(f"TLS handshake with {self.address} failed: "
+                                       f"{exc.verify_message or exc.reason}") from exc
+        except ssl.SSLError as exc:
+            raise AuthenticationFailed(f"TLS handshake with {self.address} failed: "
+                                       f"{exc.reason or exc}") from exc
+        except OSError as exc:
+            raise ToolError(f"TLS handshake with {self.address} failed: "
+                            f"{exc.strerror or exc}") from exc
+
+    def _authenticate(self, settings: SaslClientSettings) -> None:
+        """SaslHandshake v1 then SaslAuthenticate, the client side of
+        ``samsa.security.sasl`` (as ``BrokerConnection.authenticate``)."""
+        mechanism = settings.mechanism
+        self.version(SASL_HANDSHAKE, 1, 1, "SaslHandshake v1")
+        version = self.version(SASL_AUTHENTICATE, *KIO_SASL_AUTHENTICATE, "SaslAuthenticate")
+        handshake = load_request_schema(SASL_HANDSHAKE, 1)
+        answer = self._exchange(SASL_HANDSHAKE, 1, handshake(mechanism=mechanism))
+        if answer.error_code != ErrorCode.none:
+            raise AuthenticationFailed(
+                f"{self.address}: SASL handshake for {mechanism}: "
+                f"{kafka_name(answer.error_code)} (enabled: {', '.join(answer.mechanisms)})")
+        schema = load_request_schema(SASL_AUTHENTICATE, version)
+        client = settings.new_client()
+        message: bytes | None = client.first_message()
+        lifetime_ms = 0
+        while message is not None:
+            answer = self._exchange(SASL_AUTHENTICATE, version, schema(auth_bytes=message))
+            if answer.error_code != ErrorCode.none:
+                raise AuthenticationFailed(
+                    f"{self.address}: SASL {mechanism} authentication as {settings.username} "
+                    f"failed: {kafka_name(answer.error_code)}: {answer.error_message}")
+            lifetime_ms = to_ms(answer.session_lifetime) if version >= 1 else 0
+            try:
+                message = client.evaluate(bytes(answer.auth_bytes))
+            except SaslError as exc:
+                raise AuthenticationFailed(f"{self.address}: SASL {mechanism}: {exc}") from None
+        if not client.complete:
+            raise AuthenticationFailed(f"{self.address}: SASL {mechanism} exchange ended "
+                                       "before it completed")
+        self._reauthenticate_at = (time.monotonic() + lifetime_ms * REAUTHENTICATE_AT / 1000
+                                   if lifetime_ms > 0 else None)
 
     def __enter__(self) -> Wire:
         return self
@@ -119,7 +278,16 @@ class Wire:
         self, api_key: int, version: int, body: Any, response_schema: type | None = None
     ) -> Any:
         """Send ``body``, read the answer (as ``response_schema`` when given: a variant of
-        kio's schema, e.g. for fields kio cannot read as Kafka writes them)."""
+        kio's schema, e.g. for fields kio cannot read as Kafka writes them). Authenticates
+        again first when the SASL session nears its end."""
+        if self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at:
+            assert self.security.sasl is not None
+            self._authenticate(self.security.sasl)
+        return self._exchange(api_key, version, body, response_schema)
+
+    def _exchange(
+        self, api_key: int, version: int, body: Any, response_schema: type | None = None
+    ) -> Any:
         frame, sent = self.codec.encode(api_key, version, body, response_schema)
         try:
             self.sock.settimeout(self._remaining())
@@ -164,7 +332,8 @@ class Wire:
 
 
 def offset_delete(
-    bootstrap: str, group_id: str, partitions: Sequence[TP], timeout: float
+    bootstrap: str, group_id: str, partitions: Sequence[TP], timeout: float,
+    security: WireSecurity | None = None,
 ) -> tuple[int, dict[TP, int]]:
     """OffsetDelete at the group's coordinator: (top-level error code, error code per partition).
 
@@ -184,9 +353,11 @@ def offset_delete(
     while True:
         for host, port in parse_bootstrap(bootstrap):
             try:
-                code, by_partition = _offset_delete_once(host, port, request, deadline)
+                code, by_partition = _offset_delete_once(host, port, request, deadline,
+                                                         security)
             except ToolError as exc:
-                if exc.message.startswith(("UNSUPPORTED_VERSION", "REQUEST_TIMED_OUT")):
+                if isinstance(exc, AuthenticationFailed) or exc.message.startswith(
+                        ("UNSUPPORTED_VERSION", "REQUEST_TIMED_OUT")):
                     raise
                 problems.append(exc.message)
                 continue
@@ -202,17 +373,19 @@ def offset_delete(
 
 
 def _offset_delete_once(
-    host: str, port: int, request: OffsetDeleteRequest, deadline: float
+    host: str, port: int, request: OffsetDeleteRequest, deadline: float,
+    security: WireSecurity | None,
 ) -> tuple[int, dict[TP, int]]:
     """FindCoordinator through (host, port), then OffsetDelete at the coordinator."""
-    with Wire(host, port, deadline) as wire:
+    with Wire(host, port, deadline, security=security) as wire:
         code, coordinator_host, coordinator_port = wire.find_coordinator(request.group_id)
         if code != ErrorCode.none:
             return code, {}
         if (coordinator_host, coordinator_port) == (host, port):
             response = _send_offset_delete(wire, request)
         else:
-            with Wire(coordinator_host, coordinator_port, deadline) as coordinator:
+            with Wire(coordinator_host, coordinator_port, deadline,
+                      security=security) as coordinator:
                 response = _send_offset_delete(coordinator, request)
     return response.error_code, {
         (t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions
@@ -244,10 +417,12 @@ class Node:
 class WirePool:
     """Connections to the cluster's brokers, all bounded by one deadline."""
 
-    def __init__(self, bootstrap: str, timeout: float, client_id: str = CLIENT_ID) -> None:
+    def __init__(self, bootstrap: str, timeout: float, client_id: str = CLIENT_ID,
+                 security: WireSecurity | None = None) -> None:
         self.addresses = parse_bootstrap(bootstrap)
         self.deadline = time.monotonic() + timeout
         self.client_id = client_id
+        self.security = security
         self._wires: dict[tuple[str, int], Wire] = {}
 
     def __enter__(self) -> WirePool:
@@ -264,7 +439,8 @@ class WirePool:
     def connect(self, host: str, port: int) -> Wire:
         wire = self._wires.get((host, port))
         if wire is None:
-            wire = self._wires[(host, port)] = Wire(host, port, self.deadline, self.client_id)
+            wire = self._wires[(host, port)] = Wire(host, port, self.deadline, self.client_id,
+                                                    self.security)
         return wire
 
     def node(self, node: Node) -> Wire:
@@ -283,6 +459,8 @@ class WirePool:
         for host, port in self.addresses:
             try:
                 return self.connect(host, port)
+            except AuthenticationFailed:
+                raise
             except ToolError as exc:
                 problems.append(exc.message.removeprefix("cannot connect to "))
         raise ToolError(f"cannot connect to any bootstrap server: {'; '.join(problems)}")

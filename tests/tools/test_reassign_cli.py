@@ -401,10 +401,11 @@ def test_the_files_and_options_are_checked_before_anything_is_sent(tmp_path: Pat
         2, 'samsa: Option "[disable-rack-aware]" can\'t be used with action "[execute]"')
     assert _cli(*usage, "--generate", "--broker-list", "1") == (
         2, 'samsa: Missing required argument "[topics-to-move-json-file]"')
-    ssl = tmp_path / "ssl.properties"
-    ssl.write_text("security.protocol=SSL\n")
-    assert _cli(*usage, "--list", "--command-config", ssl) == (
-        1, "samsa: samsa reassign-partitions speaks PLAINTEXT only (security.protocol=ssl)")
+    gssapi = tmp_path / "gssapi.properties"
+    gssapi.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
+    assert _cli(*usage, "--list", "--command-config", gssapi) == (
+        1, "samsa: samsa reassign-partitions: sasl.mechanism=GSSAPI is not supported"
+        " (one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
 
 
 def _cli(*args: str | Path) -> tuple[int, str]:

@@ -127,12 +127,12 @@ def test_help_needs_no_bootstrap_server() -> None:
     assert "--topic" in out and "--partition" in out and "--broker-id" in out
 
 
-def test_non_plaintext_command_config(tmp_path: Path) -> None:
-    """A --command-config asking for another security protocol: one line, exit code 1."""
+def test_unsupported_command_config(tmp_path: Path) -> None:
+    """A --command-config asking for what the wire client lacks: one line, exit code 1."""
     config = tmp_path / "admin.properties"
-    config.write_text("security.protocol=SSL\n")
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n")
     result = txn(*NOWHERE, "--command-config", config, "list")
-    assert "PLAINTEXT only (security.protocol=ssl)" in error_line(result)
+    assert "sasl.mechanism=OAUTHBEARER is not supported" in error_line(result)
     assert result.returncode == 1
 
 
