@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import load_response_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.serial import entity_reader
 
 from samsa.errors import ErrorCode, kafka_name
+from samsa.protocol.build import to_ms
 from samsa.protocol.codec import encode_message
+from samsa.security.sasl.errors import SaslError
+from samsa.security.sasl.listener import SaslClientSettings
 
 API_VERSIONS = 18
 SIZE = struct.Struct(">i")
@@ -115,3 +118,48 @@ def choose_version(ranges: VersionRanges, api_key: int, lowest: int, highest: in
     broker_min, broker_max = ranges.get(api_key, (0, -1))
     chosen = min(highest, broker_max)
     return chosen if chosen >= max(lowest, broker_min) else None
+
+
+# --- SASL ---------------------------------------------------------------------------------------
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+# re-authenticate once this share of the session granted is over (Kafka's clients: 85-95%)
+REAUTHENTICATE_AT = 0.85
+
+
+class SaslExchangeFailed(Exception):
+    """The broker refused the login, or the exchange broke off: one line saying how."""
+
+
+def sasl_exchange(settings: SaslClientSettings, address: str, authenticate_version: int
+                  ) -> Generator[tuple[int, int, Any], Any, int]:
+    """The client side of SaslHandshake v1 then SaslAuthenticate, without IO: yields each
+    request as (api key, version, body), is sent its decoded answer, and returns the session
+    lifetime the broker granted in ms (0: none). A transport drives it and sends the requests
+    its own way (``connection.BrokerConnection``, ``tools.wire.Wire``)."""
+    mechanism = settings.mechanism
+    handshake: Any = load_request_schema(SASL_HANDSHAKE, 1)
+    answer = yield (SASL_HANDSHAKE, 1, handshake(mechanism=mechanism))
+    if answer.error_code != ErrorCode.none:
+        raise SaslExchangeFailed(
+            f"{address}: SASL handshake for {mechanism}: "
+            f"{kafka_name(answer.error_code)} (enabled: {', '.join(answer.mechanisms)})")
+    request: Any = load_request_schema(SASL_AUTHENTICATE, authenticate_version)
+    client = settings.new_client()
+    message: bytes | None = client.first_message()
+    lifetime_ms = 0
+    while message is not None:
+        answer = yield (SASL_AUTHENTICATE, authenticate_version, request(auth_bytes=message))
+        if answer.error_code != ErrorCode.none:
+            raise SaslExchangeFailed(
+                f"{address}: SASL {mechanism} authentication as {settings.username} failed: "
+                f"{kafka_name(answer.error_code)}: {answer.error_message}")
+        lifetime_ms = to_ms(answer.session_lifetime) if authenticate_version >= 1 else 0
+        try:
+            message = client.evaluate(bytes(answer.auth_bytes))
+        except SaslError as exc:
+            raise SaslExchangeFailed(f"{address}: SASL {mechanism}: {exc}") from None
+    if not client.complete:
+        raise SaslExchangeFailed(f"{address}: SASL {mechanism} exchange ended before it "
+                                 "completed")
+    return lifetime_ms

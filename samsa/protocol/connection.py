@@ -15,25 +15,20 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
-from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
-
-from samsa.errors import ErrorCode, kafka_name
-from samsa.protocol.build import to_ms
 from samsa.protocol.client import (
+    REAUTHENTICATE_AT,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     SIZE,
     ClientCodec,
     ResponseError,
+    SaslExchangeFailed,
     api_versions_request,
     choose_version,
+    sasl_exchange,
     version_ranges,
 )
-from samsa.security.sasl.errors import SaslError
 from samsa.security.sasl.listener import SaslClientSettings
-
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
-# re-authenticate once this share of the session granted is over (Kafka's clients: 85-95%)
-REAUTHENTICATE_AT = 0.85
 
 
 class BrokerConnectionError(Exception):
@@ -101,33 +96,15 @@ class BrokerConnection:
         if handshake is None or authenticate is None:
             raise BrokerConnectionError(f"the broker at {self.address} does not support "
                                         "SaslHandshake v1 and SaslAuthenticate")
-        answer = await self._exchange(
-            SASL_HANDSHAKE, handshake, SaslHandshakeRequest(mechanism=settings.mechanism),
-            timeout)
-        if answer.error_code != ErrorCode.none:
-            raise BrokerConnectionError(
-                f"{self.address}: SASL handshake for {settings.mechanism}: "
-                f"{kafka_name(answer.error_code)} (enabled: {', '.join(answer.mechanisms)})")
-        client = settings.new_client()
-        message: bytes | None = client.first_message()
-        lifetime_ms = 0
-        while message is not None:
-            answer = await self._exchange(SASL_AUTHENTICATE, authenticate,
-                                          SaslAuthenticateRequest(auth_bytes=message), timeout)
-            if answer.error_code != ErrorCode.none:
-                raise BrokerConnectionError(
-                    f"{self.address}: SASL {settings.mechanism} authentication as "
-                    f"{settings.username} failed: {kafka_name(answer.error_code)}: "
-                    f"{answer.error_message}")
-            lifetime_ms = to_ms(answer.session_lifetime) if authenticate >= 1 else 0
-            try:
-                message = client.evaluate(bytes(answer.auth_bytes))
-            except SaslError as exc:
-                raise BrokerConnectionError(f"{self.address}: SASL {settings.mechanism}: "
-                                            f"{exc}") from None
-        if not client.complete:
-            raise BrokerConnectionError(f"{self.address}: SASL {settings.mechanism} exchange "
-                                        "ended before it completed")
+        exchange = sasl_exchange(settings, self.address, authenticate)
+        try:
+            request = next(exchange)
+            while True:
+                request = exchange.send(await self._exchange(*request, timeout))
+        except StopIteration as done:
+            lifetime_ms: int = done.value
+        except SaslExchangeFailed as exc:
+            raise BrokerConnectionError(str(exc)) from None
         self._reauthenticate_at = (time.monotonic() + lifetime_ms * REAUTHENTICATE_AT / 1000
                                    if lifetime_ms > 0 else None)
 

@@ -33,16 +33,19 @@ from kio.schema.offset_delete.v0.request import (
 )
 
 from samsa.errors import ErrorCode, kafka_name
-from samsa.protocol.build import to_ms
 from samsa.protocol.client import (
+    REAUTHENTICATE_AT,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     SIZE,
     ClientCodec,
     ResponseError,
+    SaslExchangeFailed,
     api_versions_request,
     choose_version,
+    sasl_exchange,
     version_ranges,
 )
-from samsa.security.sasl.errors import SaslError
 from samsa.security.sasl.listener import SaslClientSettings
 from samsa.tools.common import CONNECT_TIMEOUT_S, ToolError, parse_bootstrap
 
@@ -51,11 +54,8 @@ TP = tuple[str, int]
 
 
 FIND_COORDINATOR, OFFSET_DELETE, METADATA = 10, 47, 3
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 # SaslAuthenticate versions this client sends (v1+: the broker tells the session's lifetime)
 KIO_SASL_AUTHENTICATE = (0, 2)
-# re-authenticate once this share of the session granted is over (as BrokerConnection)
-REAUTHENTICATE_AT = 0.85
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 WIRE_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # librdkafka settings this client cannot honour: refused rather than ignored
@@ -221,35 +221,18 @@ class Wire:
                             f"{exc.strerror or exc}") from exc
 
     def _authenticate(self, settings: SaslClientSettings) -> None:
-        """SaslHandshake v1 then SaslAuthenticate, the client side of
-        ``samsa.security.sasl`` (as ``BrokerConnection.authenticate``)."""
-        mechanism = settings.mechanism
+        """SaslHandshake v1 then SaslAuthenticate (``protocol.client.sasl_exchange``)."""
         self.version(SASL_HANDSHAKE, 1, 1, "SaslHandshake v1")
         version = self.version(SASL_AUTHENTICATE, *KIO_SASL_AUTHENTICATE, "SaslAuthenticate")
-        handshake = load_request_schema(SASL_HANDSHAKE, 1)
-        answer = self._exchange(SASL_HANDSHAKE, 1, handshake(mechanism=mechanism))
-        if answer.error_code != ErrorCode.none:
-            raise AuthenticationFailed(
-                f"{self.address}: SASL handshake for {mechanism}: "
-                f"{kafka_name(answer.error_code)} (enabled: {', '.join(answer.mechanisms)})")
-        schema = load_request_schema(SASL_AUTHENTICATE, version)
-        client = settings.new_client()
-        message: bytes | None = client.first_message()
-        lifetime_ms = 0
-        while message is not None:
-            answer = self._exchange(SASL_AUTHENTICATE, version, schema(auth_bytes=message))
-            if answer.error_code != ErrorCode.none:
-                raise AuthenticationFailed(
-                    f"{self.address}: SASL {mechanism} authentication as {settings.username} "
-                    f"failed: {kafka_name(answer.error_code)}: {answer.error_message}")
-            lifetime_ms = to_ms(answer.session_lifetime) if version >= 1 else 0
-            try:
-                message = client.evaluate(bytes(answer.auth_bytes))
-            except SaslError as exc:
-                raise AuthenticationFailed(f"{self.address}: SASL {mechanism}: {exc}") from None
-        if not client.complete:
-            raise AuthenticationFailed(f"{self.address}: SASL {mechanism} exchange ended "
-                                       "before it completed")
+        exchange = sasl_exchange(settings, self.address, version)
+        try:
+            request = next(exchange)
+            while True:
+                request = exchange.send(self._exchange(*request))
+        except StopIteration as done:
+            lifetime_ms: int = done.value
+        except SaslExchangeFailed as exc:
+            raise AuthenticationFailed(str(exc)) from None
         self._reauthenticate_at = (time.monotonic() + lifetime_ms * REAUTHENTICATE_AT / 1000
                                    if lifetime_ms > 0 else None)
 
