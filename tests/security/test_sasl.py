@@ -22,7 +22,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.net.sasl.oauth import AbstractTokenProvider
@@ -31,9 +31,11 @@ import samsa
 from samsa.security.sasl.jaas import PLAIN_LOGIN_MODULE, jaas_config
 from samsa.security.sasl.oauthbearer import unsecured_token
 
+from .roundtrip import DEADLINE, consume, produce
+
 pytestmark = pytest.mark.timeout(180)
 
-DEADLINE = 20.0
+
 USERS = {"alice": "alice-secret", "bob": "b0b's \"secret\""}
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 LISTENERS = ("SASL_PLAINTEXT", "SASL_SSL")
@@ -57,29 +59,6 @@ def broker() -> Iterator[samsa.Broker]:
 def principals(broker: samsa.Broker, listener: str) -> set[str]:
     return {str(c.principal) for c in list(broker.server.connections)
             if c.listener_name == listener}
-
-
-def produce(config: dict[str, Any], topic: str, values: list[bytes]) -> None:
-    producer = Producer({**config, "linger.ms": 5})
-    for value in values:
-        producer.produce(topic, value)
-    assert producer.flush(DEADLINE) == 0
-
-
-def consume(config: dict[str, Any], topic: str, count: int, group: str) -> list[bytes]:
-    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + DEADLINE
-    try:
-        while len(got) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-    finally:
-        consumer.close()
-    return got
 
 
 # --- confluent-kafka (librdkafka) -------------------------------------------------------------

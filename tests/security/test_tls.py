@@ -22,12 +22,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.helpers import create_ssl_context
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 from waiting import wait_for
@@ -37,9 +36,11 @@ from samsa.embedded import TlsFiles
 from samsa.security.ca import CertificateAuthority
 from samsa.server.connection import Connection
 
+from .roundtrip import DEADLINE, consume, produce
+
 pytestmark = pytest.mark.timeout(120)
 
-DEADLINE = 20.0
+
 RULES = "RULE:^CN=([^,]*),OU=eng,.*$/$1/L,DEFAULT"
 _BODY = struct.pack(">hhih", 18, 0, 7, 4) + b"test"  # ApiVersions v0, correlation id 7
 API_VERSIONS = struct.pack(">i", len(_BODY)) + _BODY
@@ -63,30 +64,6 @@ def tls_of(broker: samsa.Broker) -> TlsFiles:
 
 def port_of(broker: samsa.Broker, listener: str) -> int:
     return int(broker.bootstrap_for(listener).rsplit(":", 1)[1])
-
-
-def produce(config: dict[str, Any], topic: str, values: list[bytes]) -> None:
-    producer = Producer({**config, "linger.ms": 5})
-    for value in values:
-        producer.produce(topic, value)
-    assert producer.flush(DEADLINE) == 0
-
-
-def consume(config: dict[str, Any], topic: str, count: int, group: str | None = None
-            ) -> list[bytes]:
-    consumer = Consumer({**config, "group.id": group or f"g-{topic}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + DEADLINE
-    try:
-        while len(got) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-    finally:
-        consumer.close()
-    return got
 
 
 # --- real clients -------------------------------------------------------------------------
