@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 from cluster.processes import ProcessCluster, process_cluster
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -35,6 +34,8 @@ from samsa.security.sasl.scram import ScramClient, ScramCredential
 from samsa.security.sasl.scram import ScramMechanism as Mechanism
 from samsa.tools.zookeeper_server import free_port
 from samsa.zk.zk_data import decode_config_change, decode_entity_config
+
+from .roundtrip import acked_and_transactional
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -135,38 +136,10 @@ def test_brokers_authenticate_to_each_other_and_users_reach_every_broker(
               "security.protocol": "SASL_SSL", "ssl.ca.location": str(ca_file),
               "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
               "sasl.password": ALICE_SECRET}
-    # acks=all with min.insync.replicas=3: answered once both followers fetched, over
-    # SASL_SSL with the brokers' SCRAM credentials
-    producer = Producer({**client, "acks": "all", "linger.ms": 5})
-    for i in range(300):
-        producer.produce("replicated", b"acked-%d" % i, partition=i % 3)
-    assert producer.flush(DEADLINE) == 0
-    # a transaction over the three partitions: its markers go to the other leaders
-    txn = Producer({**client, "transactional.id": "sasl-txn"})
-    txn.init_transactions(DEADLINE)
-    txn.begin_transaction()
-    for i in range(30):
-        txn.produce("replicated", b"txn-%d" % i, partition=i % 3)
-    txn.commit_transaction(DEADLINE)
-
-    consumer = Consumer({**client, "bootstrap.servers": f"127.0.0.1:{sasl_ports[3]}",
-                         "group.id": "reader", "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    consumer.subscribe(["replicated"])
-    got: set[bytes] = set()
-
-    def read_all() -> bool:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            got.add(message.value())
-        return len(got) == 330
-
-    try:
-        running.wait(read_all, "every record, the committed transaction's included",
-                     timeout=DEADLINE, topics=["replicated"])
-    finally:
-        consumer.close()
-    assert got == {b"acked-%d" % i for i in range(300)} | {b"txn-%d" % i for i in range(30)}
+    # over SASL_SSL with the brokers' SCRAM credentials: followers fetch, markers go out
+    acked_and_transactional(
+        client, {**client, "bootstrap.servers": f"127.0.0.1:{sasl_ports[3]}"}, "sasl-txn",
+        lambda ready, what: running.wait(ready, what, timeout=DEADLINE, topics=["replicated"]))
     for broker_id in (2, 3):
         assert "SCRAM credentials of user alice changed" in running.broker(broker_id).log_text()
     for broker_id in (1, 2, 3):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -32,6 +32,8 @@ from samsa.security.acl import AclOperation as Op
 from samsa.security.acl import ResourceType as Res
 from samsa.security.ca import LOCAL_HOSTS, CertificateAuthority
 from samsa.tools.zookeeper_server import ZooKeeperServer
+
+from .roundtrip import acked_and_transactional
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -120,37 +122,8 @@ def test_replication_and_markers_over_tls(
                .topics["replicated"].partitions.values()}
     assert len(leaders) == 3  # one partition led by each broker: markers cross brokers
 
-    # acks=all with min.insync.replicas=3: answered only once both followers fetched it
-    producer = Producer({**tls, "acks": "all", "linger.ms": 5})
-    for i in range(300):
-        producer.produce("replicated", b"acked-%d" % i, partition=i % 3)
-    assert producer.flush(DEADLINE) == 0
-
-    # a transaction over all three partitions: its markers go to the other two leaders
-    txn = Producer({**tls, "transactional.id": "tls-txn"})
-    txn.init_transactions(DEADLINE)
-    txn.begin_transaction()
-    for i in range(30):
-        txn.produce("replicated", b"txn-%d" % i, partition=i % 3)
-    txn.commit_transaction(DEADLINE)
-
-    consumer = Consumer({**plain, "group.id": "reader", "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    consumer.subscribe(["replicated"])
-    got: set[bytes] = set()
-
-    def read_all() -> bool:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            got.add(message.value())
-        return len(got) == 330
-
-    try:
-        wait_for(read_all, DEADLINE, "every record, committed transaction included",
-                 interval=0)
-    finally:
-        consumer.close()
-    assert got == {b"acked-%d" % i for i in range(300)} | {b"txn-%d" % i for i in range(30)}
+    acked_and_transactional(tls, plain, "tls-txn",
+                            lambda ready, what: wait_for(ready, DEADLINE, what, interval=0))
     # every follower's log holds them too
     for b in brokers:
         for index in range(3):
