@@ -135,6 +135,18 @@ class GroupCoordinator:
         (Kafka's: COORDINATOR_NOT_AVAILABLE on a timeout, NOT_COORDINATOR after a move)."""
         return await self.store.wait_replicated(group_id)
 
+    async def acknowledged(self, group_id: str, codes: dict[TopicPartition, ErrorCode]
+                           ) -> dict[TopicPartition, ErrorCode]:
+        """An offset commit's answer (OffsetCommit, TxnOffsetCommit): ``codes`` once what they
+        acknowledge reached the ISR (``wait_replicated``); if it did not, each acknowledged
+        entry gets the replication failure instead."""
+        if not any(code == ErrorCode.none for code in codes.values()):
+            return codes
+        failed = await self.wait_replicated(group_id)
+        if failed is None:
+            return codes
+        return {key: failed if code == ErrorCode.none else code for key, code in codes.items()}
+
     def complete_txn_offsets(self, index: int, producer_id: int, commit: bool) -> None:
         """A transaction's marker reached __consumer_offsets partition ``index``: its pending
         offsets there become committed offsets (where nothing newer was committed since), or

@@ -236,11 +236,7 @@ async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> di
     if denied:
         codes.update({(t.name, p.partition_index): refusal
                       for t in request.topics if t.name in denied for p in t.partitions})
-    if any(code == ErrorCode.none for code in codes.values()):
-        failed = await coordinator.wait_replicated(request.group_id)
-        if failed is not None:
-            codes = {tp: failed if code == ErrorCode.none else code
-                     for tp, code in codes.items()}
+    codes = await coordinator.acknowledged(request.group_id, codes)
     return {
         "throttle_time": 0,
         "topics": [

@@ -214,11 +214,7 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
         # the offsets must reach the ISR before the client may end the transaction (Kafka
         # appends them with acks=-1): a new coordinator would not know them and the
         # transaction's input would be read again
-        if any(code == ErrorCode.none for code in codes.values()):
-            failed = await groups.wait_replicated(request.group_id)
-            if failed is not None:
-                codes = {tp: failed if code == ErrorCode.none else code
-                         for tp, code in codes.items()}
+        codes = await groups.acknowledged(request.group_id, codes)
     return {"throttle_time": 0, "topics": [
         {"name": topic.name, "partitions": [
             {"partition_index": p.partition_index,
