@@ -29,6 +29,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka_frames import FrameClient
+from waiting import wait_for
 
 from samsa.coordinator.records import partition_for
 
@@ -486,6 +487,12 @@ class GroupMember:
         finally:
             self.consumer.close()
 
+    def describe(self) -> str:
+        """One line for a failed wait: what the member did and the last commit errors."""
+        return (f"{self._thread.name}: alive={self._thread.is_alive()} read={self.count()} "
+                f"commits={self.commits} final_done={self.final_commit_done.is_set()} "
+                f"failure={self.failure!r} last errors={self.commit_errors[-3:]}")
+
     def commit_final(self) -> None:
         """Commit what has been read, retried until it succeeds (see final_commit_done)."""
         self._final.set()
@@ -589,8 +596,10 @@ def test_consumer_group_reads_everything_while_brokers_fail(cluster: ProcessClus
                      timeout=60, topics=[topic, offsets_topic])
         for m in members:
             m.commit_final()
-        cluster.wait(lambda: all(m.final_commit_done.is_set() for m in members),
-                     "the members' last commits", timeout=30, topics=[offsets_topic])
+        wait_for(lambda: all(m.final_commit_done.is_set() for m in members),
+                 timeout=60, what="the members' last commits", interval=0.1,
+                 details=lambda: "\n".join([m.describe() for m in members]
+                                           + [cluster.details([offsets_topic])]))
     finally:
         stop_all(members)
     ends = read_partitions(cluster.bootstrap, topic, range(partitions))
