@@ -32,6 +32,7 @@ from samsa.security.channel import ListenerSecurity
 from samsa.security.listeners import EndPoint
 from samsa.security.principal import ANONYMOUS, KafkaPrincipal, NoMatchingRule
 from samsa.server.sasl import AuthenticationFailed, SaslServerAuthenticator
+from samsa.server.tls import ServerTlsSession
 from samsa.storage.log import FileRegion
 
 log = logging.getLogger(__name__)
@@ -135,22 +136,18 @@ class Connection(asyncio.BufferedProtocol):
         raw = self.transport
         assert raw is not None and self.security.ssl_context is not None
         failure: BaseException | None = None
-        tls: asyncio.BaseTransport | None = None
+        tls = self.transport = ServerTlsSession(raw, self, self.security.ssl_context)
         try:
-            tls = await asyncio.get_running_loop().start_tls(
-                raw, self, self.security.ssl_context, server_side=True,
-                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
-        except (OSError, EOFError) as exc:  # ssl.SSLError is an OSError
+            await tls.handshake(TLS_HANDSHAKE_TIMEOUT_S)
+        except (OSError, EOFError) as exc:  # ssl.SSLError and TimeoutError are OSErrors
             failure = exc
         finally:
             self._handshaking = False
-        if tls is None or self._closing:
+        if failure is not None or self._closing:
             log.info("Failed authentication with %s (SSL handshake failed on listener %s: %s)",
                      self.peer, self.listener_name, handshake_failure(failure))
             self.close()
             return
-        assert isinstance(tls, asyncio.Transport)
-        self.transport = tls
         ssl_object = tls.get_extra_info("ssl_object")
         try:
             self.principal = self.security.tls_principal(

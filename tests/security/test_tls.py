@@ -87,6 +87,20 @@ def test_large_fetches_go_through_the_tls_transport(broker: samsa.Broker) -> Non
     assert consume(broker.client_config("PLAINTEXT"), "large", len(values), "plain") == values
 
 
+def test_produces_large_and_small_go_through_the_tls_session(broker: samsa.Broker) -> None:
+    """Over TLS: requests larger than the connection's read buffer (1 MB batches of 30 kB
+    values), and many small ones where librdkafka sends a TLS record per message; both read
+    back byte for byte, over TLS and over PLAINTEXT."""
+    large = [bytes([i % 251]) * 30_000 + b"%d" % i for i in range(120)]  # 3.6 MB
+    produce(broker.client_config("EXTERNAL"), "tls-large", large)
+    small = [b"small-%d" % i for i in range(20_000)]
+    tls_producer = {**broker.client_config("EXTERNAL"), "batch.num.messages": 50}
+    produce(tls_producer, "tls-small", small)
+    for topic, values in (("tls-large", large), ("tls-small", small)):
+        assert consume(broker.client_config("EXTERNAL"), topic, len(values), "tls") == values
+        assert consume(broker.client_config("PLAINTEXT"), topic, len(values), "p") == values
+
+
 def test_kafka_python(broker: samsa.Broker) -> None:
     tls = tls_of(broker)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_for("INTERNAL"),
