@@ -108,6 +108,7 @@ class ServerTlsSession(asyncio.BufferedProtocol, asyncio.Transport):
     def _deliver(self) -> None:
         """Decrypt what has arrived into the app's buffer: every record in one loop."""
         tls, app = self._tls, self._app
+        closed_by_client = False
         try:
             while not self._paused and not self._closed:
                 buffer = app.get_buffer(-1)
@@ -115,7 +116,8 @@ class ServerTlsSession(asyncio.BufferedProtocol, asyncio.Transport):
                 try:
                     while filled < wanted:
                         n = tls.read(wanted - filled, buffer[filled:] if filled else buffer)
-                        if not n:
+                        if not n:  # no data raises SSLWantReadError: 0 is the close_notify
+                            closed_by_client = True
                             break
                         filled += n
                 finally:
@@ -125,12 +127,15 @@ class ServerTlsSession(asyncio.BufferedProtocol, asyncio.Transport):
                     break
         except ssl.SSLWantReadError:
             pass
-        except ssl.SSLZeroReturnError:  # the client's close_notify
-            self.close()
+        except ssl.SSLZeroReturnError:
+            closed_by_client = True
         except ssl.SSLError as exc:
             log.info("closing a TLS connection from %s: %s",
                      self._raw.get_extra_info("peername"), exc)
             self.abort()
+            return
+        if closed_by_client:
+            self.close()  # our close_notify answers the client's (asyncio's client waits for it)
             return
         self._send_pending()  # e.g. an answer to a TLS 1.3 key update
 

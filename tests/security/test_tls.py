@@ -278,6 +278,18 @@ def refused(port: int, context: ssl.SSLContext | None) -> str:
     return f"{local} closed"
 
 
+def test_a_close_notify_is_answered(broker: samsa.Broker) -> None:
+    """A client that ends the session (close_notify) gets the broker's close_notify back, as
+    asyncio's TLS client waits for (the broker's own connections to other brokers close so);
+    the request before it was answered."""
+    with socket.create_connection(("127.0.0.1", port_of(broker, "EXTERNAL")), timeout=10) as raw:
+        sock = tls_client(broker).wrap_socket(raw, server_hostname="127.0.0.1")
+        sock.sendall(API_VERSIONS)
+        (size,) = struct.unpack(">i", recv_exact(sock, 4))
+        assert struct.unpack(">i", recv_exact(sock, size)[:4]) == (7,)  # the correlation id
+        sock.unwrap()  # sends close_notify, then waits (10 s at most) for the broker's
+
+
 def test_failed_handshakes_close_only_that_connection(broker: samsa.Broker,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="samsa.server.connection")
