@@ -50,15 +50,39 @@ def controller_id(ctx: RequestContext) -> int:
     return ctx.server.topic_admin.controller_id()
 
 
-def topic_entry(ctx: RequestContext, topic: Topic, operations: bool) -> dict[str, Any]:
+class Reachable:
+    """The brokers a Metadata answer may name as leaders: those with an endpoint on the
+    listener the request came in on, and the live ones (looked up once per request)."""
+
+    def __init__(self, ctx: RequestContext) -> None:
+        admin = ctx.server.topic_admin
+        self.listed = {n.node_id for n in admin.nodes(ctx.listener_name)}
+        self.live = {n.node_id for n in admin.nodes()}
+        # Kafka: LEADER_NOT_AVAILABLE before v6, LISTENER_NOT_FOUND from v6 on, so that a
+        # listener missing on some brokers shows as the configuration error it is
+        self.missing_listener = (ErrorCode.listener_not_found if ctx.version >= 6
+                                 else ErrorCode.leader_not_available)
+
+    def leader(self, leader: int) -> tuple[int, ErrorCode]:
+        """The leader to name and the partition's error code."""
+        if leader in self.listed:
+            return leader, NONE
+        if leader >= 0 and leader in self.live:
+            return -1, self.missing_listener
+        return -1, ErrorCode.leader_not_available
+
+
+def topic_entry(ctx: RequestContext, topic: Topic, operations: bool,
+                reachable: Reachable) -> dict[str, Any]:
     admin = ctx.server.topic_admin
     partitions = []
     for index in range(topic.partitions):
         view = admin.describe_partition(topic.name, index)
+        leader, error = reachable.leader(view.leader)
         partitions.append({
-            "error_code": NONE if view.leader >= 0 else ErrorCode.leader_not_available,
+            "error_code": error,
             "partition_index": index,
-            "leader_id": view.leader,
+            "leader_id": leader,
             "leader_epoch": view.leader_epoch,
             "replica_nodes": list(view.replicas),
             "isr_nodes": list(view.isr),
@@ -96,6 +120,7 @@ async def metadata(ctx: RequestContext, request: MetadataRequest) -> dict[str, A
     checked = server.authorizer is not None
     operations = bool(getattr(request, "include_topic_authorized_operations", False))
     requested = request.topics
+    reachable = Reachable(ctx)
     if requested is None or (ctx.version == 0 and not requested):
         # every topic the principal may DESCRIBE; the others are not mentioned
         topics = list(store.topics.values())
@@ -103,7 +128,7 @@ async def metadata(ctx: RequestContext, request: MetadataRequest) -> dict[str, A
             visible = authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                  (t.name for t in topics))
             topics = [t for t in topics if t.name in visible]
-        entries = [topic_entry(ctx, t, operations) for t in topics]
+        entries = [topic_entry(ctx, t, operations, reachable) for t in topics]
     else:
         auto = (
             getattr(request, "allow_auto_topic_creation", True)
@@ -123,7 +148,7 @@ async def metadata(ctx: RequestContext, request: MetadataRequest) -> dict[str, A
                         # a topic id is not secret: its name is
                         entries.append(_error_entry(None, TOPIC_DENIED, topic_id))
                     else:
-                        entries.append(topic_entry(ctx, topic, operations))
+                        entries.append(topic_entry(ctx, topic, operations, reachable))
                 else:  # neither a name nor an id: an empty name, an invalid one
                     entries.append(_error_entry(None, ErrorCode.invalid_topic_exception))
                 continue
@@ -148,7 +173,7 @@ async def metadata(ctx: RequestContext, request: MetadataRequest) -> dict[str, A
                 except KafkaError:  # cluster mode: created meanwhile, not seen here yet
                     entries.append(_error_entry(name, ErrorCode.leader_not_available))
                     continue
-            entries.append(topic_entry(ctx, topic, operations))
+            entries.append(topic_entry(ctx, topic, operations, reachable))
     cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
     return {
         "throttle_time": 0,
