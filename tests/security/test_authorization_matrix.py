@@ -172,6 +172,16 @@ def offset_commit_body(_env: Env) -> dict[str, Any]:
                  "committed_metadata": ""}]}]}
 
 
+def offset_delete_body(env: Env) -> dict[str, Any]:
+    """The group must exist (else GROUP_ID_NOT_FOUND), whichever cases ran before: the admin
+    commits an offset for it first."""
+    with connect_as(env.broker, ADMIN) as admin:
+        committed = admin.request(8, 8, offset_commit_body(env))
+        assert partition_errors(committed) == [0], committed
+    return {"group_id": GROUP,
+            "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]}
+
+
 def txn_offset_commit_body(_env: Env) -> dict[str, Any]:
     return {"transactional_id": TXN, "group_id": GROUP, "producer_id": PRODUCER_ID,
             "producer_epoch": 0, "generation_id": -1, "member_id": "",
@@ -373,8 +383,7 @@ CASES = [
         [([], 31), ([cluster_acl(Op.ALTER)], 85)]),  # NO_REASSIGNMENT_IN_PROGRESS
     Case("ListPartitionReassignments", 46, 0, lambda e: {"timeout": 5000, "topics": None},
          top, [([], 31), ([cluster_acl(Op.DESCRIBE)], 0)]),
-    Case("OffsetDelete", 47, 0, lambda e: {
-        "group_id": GROUP, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
+    Case("OffsetDelete", 47, 0, offset_delete_body,
         lambda r: top(r) + partition_errors(r),
         [([], 30), ([group_acl(Op.DELETE)], 29), ([topic_acl(Op.READ)], 0)]),
     Case("DescribeCluster", 60, 1, lambda e: {"include_cluster_authorized_operations": True},
