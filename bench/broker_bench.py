@@ -817,7 +817,7 @@ def bench_brokers(args: argparse.Namespace, parent: Path, results: list[dict[str
                             raise RuntimeError(f"{name} is not running: {run.broker.log_tail()}")
                         pid = run.broker.proc.pid if run.broker.proc else 0
                         tag = f"{name}_{workload}_{rep}"
-                        with profiled(args.py_spy, args.profile if name == "samsa" else None,
+                        with profiled(args.py_spy, args.profile if name in SAMSAS else None,
                                       pid, tag, args.profile_format):
                             line.update(run_workload(run, workload))
                     except Exception as exc:
