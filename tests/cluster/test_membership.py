@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from waiting import wait_for
 
 import samsa
@@ -57,9 +58,10 @@ def free_port() -> int:
 
 
 def controller_of(zk: KazooClient) -> int | None:
-    if not zk.exists("/controller"):
+    try:
+        data, _ = zk.get("/controller")
+    except NoNodeError:  # none elected, or the last one's session just expired
         return None
-    data, _ = zk.get("/controller")
     return json.loads(data)["brokerid"]
 
 
