@@ -11,7 +11,7 @@ APT_PACKAGES := kcat libzookeeper-java iptables libfuse2
 # Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
 JAVA_PACKAGE := openjdk-17-jre-headless
 
-.PHONY: setup apt run test lint fuzz fuzz-merge demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster clean import-graph chaos
+.PHONY: setup apt run test lint fuzz fuzz-merge demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster bench-security clean import-graph chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,13 @@ bench-txn: setup
 
 bench-cluster: setup
 	$(BIN)/python bench/cluster_bench.py
+
+bench-security: setup
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python bench/broker_bench.py --brokers samsa,samsa-ssl,samsa-sasl-ssl \
+		--workloads paper_batch1,paper_batch50,max_100b,consume,e2e_latency
+	$(BIN)/python bench/tls_cost.py
+	$(BIN)/python bench/sasl_auth_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
