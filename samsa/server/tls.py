@@ -3,7 +3,7 @@
 Instead of asyncio's ``loop.start_tls``: every TLS record that has arrived is decrypted in one
 loop over OpenSSL's memory BIOs straight into the protocol's request buffer, the protocol is
 told once, and a response's chunks are encrypted into one socket write. Measured against
-``start_tls`` (bench/tls_cost.py, README): 11% less broker CPU a message for requests sent as
+``start_tls`` (bench/tls_cost.py, README): 6-11% less broker CPU a message for requests sent as
 whole records, the same for librdkafka's record per message, where OpenSSL's per-record work
 is the cost. It is the protocol of the socket transport and the transport of the connection's
 (buffered) protocol, so the connection does not know whether TLS is beneath it."""
