@@ -405,6 +405,37 @@ BROKER_KEYS: dict[str, Key] = {
         Key("delete.topic.enable", Type.BOOLEAN, True, "Allow DeleteTopics."),
         Key("socket.request.max.bytes", Type.INT, 100 * 1024 * 1024,
             "Largest request frame; a larger one closes the connection.", at_least(1)),
+        # Kafka's default for both is 102400; samsa's is -1 (the operating system's): on
+        # Linux a buffer size set on a socket turns the kernel's autotuning of it off
+        Key("socket.send.buffer.bytes", Type.INT, -1,
+            "SO_SNDBUF of the listeners' sockets (-1: the operating system's, autotuned).",
+            at_least(-1)),
+        Key("socket.receive.buffer.bytes", Type.INT, -1,
+            "SO_RCVBUF of the listeners' sockets (-1: the operating system's, autotuned).",
+            at_least(-1)),
+        # Kafka's thread pools: an event loop has none of them. Accepted (so that Kafka's own
+        # server.properties starts samsa) and shown by DescribeConfigs, with no effect.
+        Key("num.network.threads", Type.INT, 3,
+            "Kafka's network threads: accepted, no effect (one event loop serves every "
+            "connection).", at_least(1)),
+        Key("num.io.threads", Type.INT, 8,
+            "Kafka's request handler threads: accepted, no effect (requests are handled on "
+            "the event loop).", at_least(1)),
+        Key("num.recovery.threads.per.data.dir", Type.INT, 2,
+            "Kafka's log recovery threads: accepted, no effect (logs are recovered one after "
+            "another at start).", at_least(1)),
+        Key("background.threads", Type.INT, 10,
+            "Kafka's background threads: accepted, no effect (retention and flushes run as "
+            "event-loop tasks).", at_least(1)),
+        Key("share.coordinator.state.topic.replication.factor", Type.INT, 3,
+            "Kafka's share groups (KIP-932): accepted, no effect (samsa has no share groups).",
+            at_least(1)),
+        Key("share.coordinator.state.topic.min.isr", Type.INT, 2,
+            "Kafka's share groups (KIP-932): accepted, no effect (samsa has no share groups).",
+            at_least(1)),
+        Key("queued.max.requests", Type.INT, 500,
+            "Kafka's request queue bound: accepted, no effect (each connection reads no "
+            "further while 8 MiB of its requests wait).", at_least(1)),
         Key("offsets.commit.timeout.ms", Type.INT, 5000,
             "How long an offset commit waits for the ISR of its __consumer_offsets partition "
             "(cluster mode).", at_least(1)),
@@ -531,10 +562,32 @@ BROKER_KEYS: dict[str, Key] = {
 }
 
 
+# Keys of Kafka's KRaft mode, with what samsa takes instead: samsa is a single node or a
+# ZooKeeper cluster, so a KRaft server.properties needs these lines replaced, not ignored.
+KRAFT_ONLY: dict[str, str] = {
+    "process.roles": "remove it: samsa is one broker on its own, or brokers coordinated by "
+                     "ZooKeeper (zookeeper.connect)",
+    "node.id": "use broker.id",
+    "controller.quorum.voters": "use zookeeper.connect for a cluster, nothing for one broker",
+    "controller.quorum.bootstrap.servers": "use zookeeper.connect for a cluster, nothing for "
+                                           "one broker",
+    "controller.listener.names": "remove it and the CONTROLLER listener: samsa has no "
+                                 "controller listener (the controller is elected in ZooKeeper)",
+    "metadata.log.dir": "remove it: topics live in log.dirs (a single node) or ZooKeeper",
+    "metadata.log.segment.bytes": "remove it: samsa keeps no metadata log",
+    "metadata.log.max.record.bytes.between.snapshots": "remove it: samsa keeps no metadata log",
+    "sasl.mechanism.controller.protocol": "remove it: samsa has no controller listener",
+    "early.start.listeners": "remove it: samsa has no controller listener",
+}
+
+
 def _check_known(props: Mapping[str, Any], table: Mapping[str, Key], what: str) -> None:
     for name in props:
-        if name not in table:
-            raise ConfigError(f"Unknown {what} configuration {name!r}")
+        if name in table:
+            continue
+        if what == "broker" and name in KRAFT_ONLY:
+            raise ConfigError(f"{name} is a KRaft-only configuration: {KRAFT_ONLY[name]}")
+        raise ConfigError(f"Unknown {what} configuration {name!r}")
 
 
 def listener_key(name: str) -> tuple[str, str, str] | None:

@@ -10,8 +10,9 @@ import base64
 import concurrent.futures
 import logging
 import os
+import socket
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -61,6 +62,16 @@ _TICK_SECONDS = 1.0
 
 def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def set_buffer_sizes(sockets: Iterable[socket.socket], send: int, receive: int) -> None:
+    """socket.send.buffer.bytes / socket.receive.buffer.bytes on listening sockets, which the
+    connections they accept inherit (-1: the operating system's)."""
+    for sock in sockets:
+        if send != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
+        if receive != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive)
 
 
 def halt_process(message: str) -> NoReturn:
@@ -189,6 +200,8 @@ class KafkaServer:
                 port=listener.port,
                 reuse_address=True,
             )
+            set_buffer_sizes(server.sockets, self.config.get("socket.send.buffer.bytes"),
+                             self.config.get("socket.receive.buffer.bytes"))
             port = server.sockets[0].getsockname()[1]
             self.bound.append(EndPoint(listener.listener_name, listener.security_protocol,
                                        listener.host, port))
