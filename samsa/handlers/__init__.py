@@ -12,6 +12,7 @@ _MODULES = (
     "offsets",
     "topics",
     "configs",
+    "log_dirs",
     "groups",
     "transactions",
     "cluster_admin",

@@ -82,8 +82,13 @@ class LogCleaner:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
-        for directory in manager.dirs:
-            self._checkpoints.update(read_offsets(Path(directory) / CLEANER_CHECKPOINT_FILE))
+        for directory in manager.live_dirs:  # an offline directory's logs are not cleaned
+            try:
+                self._checkpoints.update(
+                    read_offsets(Path(directory) / CLEANER_CHECKPOINT_FILE))
+            except OSError as exc:
+                manager.failures.maybe_add_offline_log_dir(
+                    directory, f"reading {CLEANER_CHECKPOINT_FILE}", exc)
 
     # --- lifecycle ----------------------------------------------------------------------------
 

@@ -381,6 +381,8 @@ CASES = [
             {"partition_index": 0, "replicas": None}]}]},
         lambda r: top(r) + [p.error_code for t in r.responses for p in t.partitions],
         [([], 31), ([cluster_acl(Op.ALTER)], 85)]),  # NO_REASSIGNMENT_IN_PROGRESS
+    Case("DescribeLogDirs", 35, 4, lambda e: {"topics": None}, top,
+         [([], 31), ([cluster_acl(Op.DESCRIBE)], 0)]),
     Case("ListPartitionReassignments", 46, 0, lambda e: {"timeout": 5000, "topics": None},
          top, [([], 31), ([cluster_acl(Op.DESCRIBE)], 0)]),
     Case("OffsetDelete", 47, 0, offset_delete_body,
