@@ -15,10 +15,13 @@ parsed and validated here; a bad key or value raises :class:`ConfigError` naming
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -205,6 +208,10 @@ TOPIC_KEYS: dict[str, Key] = {
         Key("min.insync.replicas", Type.INT, 1,
             "Fewest in-sync replicas an acks=all produce needs (NOT_ENOUGH_REPLICAS below).",
             at_least(1)),
+        Key("message.format.version", Type.STRING, "3.0-IV1",
+            "Deprecated (Kafka 3.0): accepted with a warning, no effect; batches are always "
+            "written in record format v2, as Kafka 3.x does once the inter-broker protocol is "
+            "3.0 or later."),
         Key("unclean.leader.election.enable", Type.BOOLEAN, False,
             "Let a replica outside the ISR lead when no in-sync replica is left (records may "
             "be lost)."),
@@ -415,6 +422,9 @@ BROKER_KEYS: dict[str, Key] = {
             at_least(-1)),
         # Kafka's thread pools: an event loop has none of them. Accepted (so that Kafka's own
         # server.properties starts samsa) and shown by DescribeConfigs, with no effect.
+        Key("log.message.format.version", Type.STRING, "3.0-IV1",
+            "Deprecated (Kafka 3.0): accepted with a warning, no effect (the default of "
+            "message.format.version).", topic="message.format.version"),
         Key("num.network.threads", Type.INT, 3,
             "Kafka's network threads: accepted, no effect (one event loop serves every "
             "connection).", at_least(1)),
@@ -581,6 +591,19 @@ KRAFT_ONLY: dict[str, str] = {
 }
 
 
+# Keys Kafka 3.x still accepts with a deprecation warning (removed in 4.0): existing configs
+# carry them, and refusing them would stop a broker or a topic creation for nothing.
+DEPRECATED = frozenset({"log.message.format.version", "message.format.version"})
+
+
+def warn_deprecated(props: Iterable[str], where: str) -> None:
+    """One warning per deprecated key among ``props``."""
+    for name in props:
+        if name in DEPRECATED:
+            log.warning("%s: %s is deprecated since Kafka 3.0 and has no effect (record "
+                        "format v2 is always written)", where, name)
+
+
 def _check_known(props: Mapping[str, Any], table: Mapping[str, Key], what: str) -> None:
     for name in props:
         if name in table:
@@ -622,6 +645,7 @@ class BrokerConfig:
                 self._listener[found] = BROKER_KEYS[found[2]].parse(props.pop(name))
         _check_known(props, BROKER_KEYS, "broker")
         self._explicit = {name: BROKER_KEYS[name].parse(v) for name, v in props.items()}
+        warn_deprecated(self._explicit, "broker configuration")
 
     def is_set(self, name: str) -> bool:
         """Whether ``name`` was given (not defaulted)."""
@@ -701,6 +725,7 @@ class LogConfig:
     file_delete_delay_ms: int = TOPIC_KEYS["file.delete.delay.ms"].default
     min_insync_replicas: int = TOPIC_KEYS["min.insync.replicas"].default
     unclean_leader_election_enable: bool = TOPIC_KEYS["unclean.leader.election.enable"].default
+    message_format_version: str = TOPIC_KEYS["message.format.version"].default
 
     @classmethod
     def from_props(

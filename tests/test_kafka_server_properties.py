@@ -5,6 +5,7 @@ accepted with no effect and shown by DescribeConfigs; the socket buffer keys app
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 import samsa
 from samsa.tools.zookeeper_server import ZooKeeperServer, free_port
@@ -219,3 +220,22 @@ def test_socket_buffer_sizes_apply(tmp_path: Path) -> None:
         with socket.socket() as fresh:
             assert listening.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == \
                 fresh.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+
+def test_deprecated_message_format_keys_are_accepted_with_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """log.message.format.version (broker) and message.format.version (topic), which existing
+    Kafka 2.x configs carry: accepted with one warning each, as Kafka 3.x does; no effect."""
+    caplog.set_level(logging.WARNING, logger="samsa.config")
+    with samsa.Broker(tmp_path, config={"log.message.format.version": "2.8"}) as broker:
+        assert any("log.message.format.version is deprecated" in r.getMessage()
+                   for r in caplog.records)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic("legacy", 1, 1, config={
+            "message.format.version": "2.8"})])["legacy"].result(DEADLINE)
+        assert any("topic legacy: message.format.version is deprecated" in r.getMessage()
+                   for r in caplog.records)
+        resource = ConfigResource(ResourceType.TOPIC, "legacy")
+        entries = admin.describe_configs([resource])[resource].result(DEADLINE)
+        assert entries["message.format.version"].value == "2.8"
+        round_trip(broker.bootstrap_servers, "legacy")

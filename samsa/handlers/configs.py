@@ -15,7 +15,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from samsa.cluster.topics import topic_name_problem
-from samsa.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, Key, LogConfig, Type
+from samsa.config import (
+    BROKER_KEYS,
+    TOPIC_KEYS,
+    ConfigError,
+    Key,
+    LogConfig,
+    Type,
+    warn_deprecated,
+)
 from samsa.errors import ErrorCode, KafkaError, error
 from samsa.handlers.authz import MESSAGES, authorize
 from samsa.handlers.context import Broker, RequestContext
@@ -291,6 +299,7 @@ def _validate_topic_configs(server: Broker, configs: Mapping[str, str]) -> None:
         LogConfig.from_props(configs, defaults=server.log_manager.defaults)
     except ConfigError as exc:
         raise error(ErrorCode.invalid_config, str(exc)) from None
+    warn_deprecated(configs, "topic configuration")
 
 
 def _check_resource(server: Broker, resource: AlterResource) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from samsa.cluster.topic_admin import wait_until
 from samsa.cluster.topics import Topic, topic_name_problem
-from samsa.config import ConfigError, LogConfig
+from samsa.config import ConfigError, LogConfig, warn_deprecated
 from samsa.errors import ErrorCode, KafkaError, error
 from samsa.handlers.authz import authorize, authorize_cluster, authorized, unauthorized
 from samsa.handlers.configs import topic_config_entries
@@ -93,6 +93,7 @@ def _topic_configs(server: Broker, topic: CreatableTopic) -> dict[str, str]:
         LogConfig.from_props(configs, defaults=server.log_manager.defaults)
     except ConfigError as exc:
         raise error(ErrorCode.invalid_config, str(exc)) from None
+    warn_deprecated(configs, f"topic {topic.name}")
     return configs
 
 
