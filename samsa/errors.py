@@ -57,6 +57,19 @@ class InvalidRecordError(KafkaError):
     code = ErrorCode.invalid_record
 
 
+class RecordErrors(InvalidRecordError):
+    """Records of a batch that break a rule (KIP-467): ``errors`` is (the record's index in
+    its batch, why), which Produce answers as ``record_errors``; the message is Kafka's."""
+
+    def __init__(self, errors: list[tuple[int, str]]) -> None:
+        self.errors = errors
+        shown = ", ".join(f"RecordError(batchIndex={index}, message='{why}')"
+                          for index, why in errors[:3])
+        super().__init__(f"One or more records have been rejected due to {len(errors)} record "
+                         f"errors in total, and only showing the first three errors at most: "
+                         f"[{shown}]")
+
+
 class OffsetOutOfRangeError(KafkaError):
     """An offset outside [log start offset, log end offset]."""
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.partition import Partition
-from samsa.errors import CloseConnection, ErrorCode, KafkaError
+from samsa.errors import CloseConnection, ErrorCode, KafkaError, RecordErrors
 from samsa.handlers.authz import authorize, unauthorized
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
@@ -35,6 +36,7 @@ _BATCH_LENGTH = struct.Struct(">i")
 def _partition_result(
     index: int, error: ErrorCode, base_offset: int = -1, append_time: int = -1,
     log_start: int = -1, message: str | None = None,
+    record_errors: Sequence[tuple[int, str]] = (),
 ) -> dict[str, Any]:
     return {
         "index": index,
@@ -42,7 +44,8 @@ def _partition_result(
         "base_offset": base_offset,
         "log_append_time": append_time,
         "log_start_offset": log_start,
-        "record_errors": [],
+        "record_errors": [{"batch_index": i, "batch_index_error_message": why}
+                          for i, why in record_errors],
         "error_message": message,
     }
 
@@ -90,7 +93,8 @@ def _append(
         info = partition.append(records)
     except KafkaError as exc:
         return _partition_result(
-            index, exc.code, log_start=partition.log.log_start_offset, message=str(exc)
+            index, exc.code, log_start=partition.log.log_start_offset, message=str(exc),
+            record_errors=exc.errors if isinstance(exc, RecordErrors) else [],
         )
     result = _partition_result(
         index, ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset

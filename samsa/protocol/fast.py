@@ -60,7 +60,12 @@ def produce_response(version: int, data: dict[str, Any]) -> bytes:
                 parts.append(_PARTITION_V2.pack(p["index"], code, p["base_offset"],
                                                 p["log_append_time"]))
             if version >= 8:
-                parts.append(_count(0, flexible))  # record_errors: the broker never sets them
+                errors = p["record_errors"]  # KIP-467: (index in the batch, message)
+                parts.append(_count(len(errors), flexible))
+                for e in errors:
+                    parts.append(_I32.pack(e["batch_index"]))
+                    parts.append(_string(e["batch_index_error_message"], flexible))
+                    parts.append(tags)
                 parts.append(_string(p["error_message"], flexible))
             parts.append(tags)
         parts.append(tags)

@@ -33,6 +33,7 @@ from samsa.errors import (
     KafkaStorageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
+    RecordErrors,
     RecordListTooLargeError,
 )
 from samsa.records.batch import (
@@ -510,17 +511,19 @@ class Log:
         return found
 
     def _require_keys(self, view: memoryview, headers: list[BatchHeader]) -> None:
-        """Kafka's rule for compacted topics: every record has a key."""
+        """Kafka's rule for compacted topics: every record has a key; those without one are
+        named by their index in the batch (KIP-467)."""
         pos = 0
         for header in headers:
             if not header.is_control:
                 payload = records_payload(view[pos : pos + header.size], header)
-                for record in iter_raw_records(payload, header.records_count):
-                    if record.key is None:
-                        raise InvalidRecordError(
-                            "Compacted topic cannot accept message without key in topic "
-                            f"partition {self.name}."
-                        )
+                missing = [
+                    (i, "Compacted topic cannot accept message without key in topic "
+                        f"partition {self.name}.")
+                    for i, record in enumerate(iter_raw_records(payload, header.records_count))
+                    if record.key is None]
+                if missing:
+                    raise RecordErrors(missing)
             pos += header.size
 
     def _count_unflushed(self, messages: int) -> None:

@@ -11,8 +11,10 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from kafka_frames import FrameClient
 
 import samsa
+from samsa.records.record import RecordInput, encode_batch
 
 from .conftest import (
     DEADLINE,
@@ -305,3 +307,34 @@ def test_compact_delete_also_deletes_by_retention(broker_factory: BrokerFactory)
     # and the new keys are compacted below the cleaner checkpoint
     new_below = [r.key for r in records if r.offset < cleaned and r.key.startswith(b"key-")]
     assert len(new_below) == len(set(new_below))
+
+
+def test_keyless_records_are_named_in_record_errors(broker: samsa.Broker) -> None:
+    """KIP-467: a batch with keyless records for a compacted topic is refused as a whole
+    (INVALID_RECORD), each keyless record named by its index in the batch, with Kafka's
+    messages; nothing of the batch is written."""
+    topic = "named-errors"
+    create_topic(broker, topic, compacted())
+    batch = encode_batch([RecordInput(key=b"a", value=b"1", timestamp=1),
+                          RecordInput(key=None, value=b"2", timestamp=1),
+                          RecordInput(key=None, value=b"3", timestamp=1)])
+    with FrameClient(broker.bootstrap_servers) as client:
+        answer = client.request(0, 9, {
+            "transactional_id": None, "acks": 1, "timeout": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0,
+                                                               "records": batch}]}]})
+    partition = answer.responses[0].partition_responses[0]
+    assert partition.error_code == KafkaError.INVALID_RECORD
+    why = f"Compacted topic cannot accept message without key in topic partition {topic}-0."
+    assert [(e.batch_index, e.batch_index_error_message) for e in partition.record_errors] \
+        == [(1, why), (2, why)]
+    assert partition.error_message == (
+        "One or more records have been rejected due to 2 record errors in total, and only "
+        f"showing the first three errors at most: [RecordError(batchIndex=1, message='{why}'), "
+        f"RecordError(batchIndex=2, message='{why}')]")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "named"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=DEADLINE)
+    finally:
+        consumer.close()
+    assert (low, high) == (0, 0)

@@ -34,6 +34,11 @@ CASES = {
             _partition(6, ErrorCode.unknown_topic_or_partition, "")]},
     ], "throttle_time": 17},
     "empty": {"responses": [], "throttle_time": 0},
+    "record errors": {"responses": [{"name": "compacted", "partition_responses": [
+        {**_partition(0, ErrorCode.invalid_record, "One or more records have been rejected"),
+         "record_errors": [{"batch_index": 1, "batch_index_error_message": "no key"},
+                           {"batch_index": 4, "batch_index_error_message": None}]}]}],
+        "throttle_time": 0},
 }
 
 
