@@ -420,6 +420,16 @@ BROKER_KEYS: dict[str, Key] = {
         Key("socket.receive.buffer.bytes", Type.INT, -1,
             "SO_RCVBUF of the listeners' sockets (-1: the operating system's, autotuned).",
             at_least(-1)),
+        Key("max.connections.per.ip", Type.INT, INT_MAX,
+            "Connections one address may have open; more are closed when accepted.",
+            at_least(0)),
+        Key("max.connections.per.ip.overrides", Type.STRING, "",
+            "Per-address limits over max.connections.per.ip: host:count,..."),
+        Key("max.connections", Type.INT, INT_MAX,
+            "Connections the broker keeps open (the inter-broker listener's not counted "
+            "against it); more are closed when accepted.", at_least(0)),
+        Key("connections.max.idle.ms", Type.LONG, 10 * 60 * 1000,
+            "A connection with no request or response for this long is closed.", at_least(1)),
         # Kafka's thread pools: an event loop has none of them. Accepted (so that Kafka's own
         # server.properties starts samsa) and shown by DescribeConfigs, with no effect.
         Key("log.message.format.version", Type.STRING, "3.0-IV1",

@@ -24,6 +24,7 @@ import logging
 import re
 import ssl
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -71,8 +72,13 @@ Dispatch = Callable[[Any, "Connection"], Awaitable[list[Any] | None]]
 
 class Connection(asyncio.BufferedProtocol):
     def __init__(self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable,
-                 security: ListenerSecurity = _PLAINTEXT) -> None:
+                 security: ListenerSecurity = _PLAINTEXT,
+                 admit: Callable[[Connection], str | None] | None = None) -> None:
         self._dispatch = dispatch
+        # the connection quotas: None to be served, else why the connection is refused
+        self._admit = admit
+        # when a request last arrived or a response went out (connections.max.idle.ms)
+        self.last_active = 0.0
         self.security = security
         # who the client is, once authenticated (the TLS handshake, if any, is over)
         self.principal: KafkaPrincipal = ANONYMOUS
@@ -103,6 +109,7 @@ class Connection(asyncio.BufferedProtocol):
         self._task: asyncio.Task | None = None
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
+        self.host: str = "?"
         self.busy = False
 
     # --- asyncio.BufferedProtocol -----------------------------------------------------------
@@ -120,7 +127,17 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.host = peer[0] if peer else "?"
         loop = asyncio.get_running_loop()
+        self.last_active = time.monotonic()
+        refused = self._admit(self) if self._admit is not None else None
+        if refused is not None:
+            log.info("Rejected connection from %s on listener %s: %s", self.host,
+                     self.listener_name, refused)
+            self._closing = True
+            transport.abort()
+            self._on_close(self)
+            return
         if self.security.ssl_context is not None:
             # nothing is read before the handshake starts (start_tls reads from then on)
             transport.pause_reading()
@@ -172,6 +189,7 @@ class Connection(asyncio.BufferedProtocol):
         return self._rview[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
         if self._big is not None:
             self._big_filled += nbytes
             if self._big_filled == len(self._big):
@@ -324,6 +342,7 @@ class Connection(asyncio.BufferedProtocol):
             self._out_bytes += len(chunk)
 
     async def _flush_output(self) -> None:
+        self.last_active = time.monotonic()
         if self._out and not self._closing:
             if self._zero_copy:
                 self.transport.write(b"".join(self._out))  # type: ignore[union-attr]

@@ -11,6 +11,7 @@ import concurrent.futures
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -44,6 +45,7 @@ from samsa.security.channel import InterBrokerSecurity, ListenerSecurity
 from samsa.security.listeners import EndPoint, ListenerConfig
 from samsa.security.sasl.scram import ScramCredential
 from samsa.server.connection import Connection
+from samsa.server.connection_limits import ConnectionLimits
 from samsa.server.modes import Mode, SingleNode
 from samsa.server.sasl import SaslServerAuthenticator
 from samsa.storage.log_cleaner import LogCleaner
@@ -106,6 +108,9 @@ class KafkaServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._failed_dirs: set[Path] = set()  # handled by _handle_log_dir_failure
         self.connections: set[Connection] = set()
+        # a single node has no inter-broker traffic: max.connections covers every listener
+        self.connection_limits = ConnectionLimits.from_config(
+            self.config, self.inter_broker.listener_name if cluster else None)
         self.broker_id = self.config.get("broker.id")
         self.cluster_id = ""
         self.bound: list[EndPoint] = []
@@ -263,12 +268,32 @@ class KafkaServer:
         self.replicas.on_drop = self.cleaner.forget
 
     def _new_connection(self, max_request: int, security: ListenerSecurity) -> Connection:
-        connection = Connection(self.dispatch, max_request, self.connections.discard, security)
+        connection = Connection(self.dispatch, max_request, self._connection_closed, security,
+                                self._admit)
         if security.sasl is not None:
             connection.authenticator = SaslServerAuthenticator(
                 connection, security.sasl, self._scram_credential, self.dispatch)
         self.connections.add(connection)
         return connection
+
+    def _admit(self, connection: Connection) -> str | None:
+        return self.connection_limits.admit(connection, connection.host,
+                                            connection.listener_name)
+
+    def _connection_closed(self, connection: Connection) -> None:
+        self.connections.discard(connection)
+        self.connection_limits.release(connection)
+
+    def _close_idle_connections(self) -> None:
+        """connections.max.idle.ms: a connection that neither sent a request nor got a
+        response for that long is closed (a long-poll fetch in progress is not idle)."""
+        idle_s = self.config.get("connections.max.idle.ms") / 1000
+        now = time.monotonic()
+        for connection in list(self.connections):
+            if not connection.busy and now - connection.last_active > idle_s:
+                log.debug("closing idle connection from %s (connections.max.idle.ms)",
+                          connection.peer)
+                connection.close()
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         store = self.scram_store
@@ -374,6 +399,7 @@ class KafkaServer:
                             lambda f, tp=tp: self._flush_done(tp, f)
                         )
                 self.replicas.shrink_isrs(self.config.get("replica.lag.time.max.ms"))
+                self._close_idle_connections()
                 if now - last["retention"] >= every["retention"]:
                     last["retention"] = now
                     self.log_manager.cleanup()

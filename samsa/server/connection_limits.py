@@ -1,0 +1,70 @@
+"""Kafka's connection quotas, decided when a connection is accepted (Kafka's
+``ConnectionQuotas``): ``max.connections.per.ip`` (``max.connections.per.ip.overrides``:
+``host:count,...`` for some hosts) and ``max.connections`` for the whole broker, from which the
+inter-broker listener of a cluster is exempt, so that replication goes on whatever clients do.
+
+Where Kafka's acceptor stops accepting until a connection closes (clients wait in the listen
+backlog), samsa closes the connection over the broker-wide limit at once with a log line, as
+Kafka does over a per-ip limit: clients reconnect with their back-off either way, and an
+event loop that stops accepting would also stop the inter-broker listener's accepts.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+from samsa.config import BrokerConfig, ConfigError
+
+
+def parse_overrides(value: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma separated."""
+    overrides: dict[str, int] = {}
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ConfigError(f"Invalid value {value!r} for configuration "
+                              f"max.connections.per.ip.overrides: expected host:count,...")
+        overrides[host.strip()] = int(count)
+    return overrides
+
+
+@dataclass
+class ConnectionLimits:
+    per_ip: int
+    total: int
+    inter_broker_listener: str | None  # exempt from max.connections (None: none is)
+    overrides: dict[str, int] = field(default_factory=dict)
+    _by_host: collections.Counter[str] = field(default_factory=collections.Counter)
+    _admitted: dict[int, str] = field(default_factory=dict)  # id(connection) -> host
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, inter_broker_listener: str | None
+                    ) -> ConnectionLimits:
+        return cls(config.get("max.connections.per.ip"), config.get("max.connections"),
+                   inter_broker_listener,
+                   parse_overrides(config.get("max.connections.per.ip.overrides")))
+
+    @property
+    def count(self) -> int:
+        return len(self._admitted)
+
+    def admit(self, connection: object, host: str, listener: str) -> str | None:
+        """None (and the connection counted) or why it is refused."""
+        limit = self.overrides.get(host, self.per_ip)
+        if self._by_host[host] >= limit:
+            return f"address already has the configured maximum of {limit} connections"
+        if listener != self.inter_broker_listener and self.count >= self.total:
+            return f"the broker has the configured maximum of {self.total} connections"
+        self._by_host[host] += 1
+        self._admitted[id(connection)] = host
+        return None
+
+    def release(self, connection: object) -> None:
+        host = self._admitted.pop(id(connection), None)
+        if host is not None:
+            self._by_host[host] -= 1
+            if not self._by_host[host]:
+                del self._by_host[host]
