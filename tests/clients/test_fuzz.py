@@ -334,7 +334,7 @@ def test_unsupported_versions_close_without_answer(target, api_key, version):
     low, high = supported[api_key]
     if low <= version <= high:
         return
-    outcome = probe(target, frame(header_v1(api_key, version) + b"\x00" * 16))
+    outcome = probe(target, frame(header_v1(api_key, version) + b"\x00" * 16), wait=10.0)
     assert outcome.closed and outcome.frames == []
     target.check_healthy()
 
