@@ -77,8 +77,9 @@ class Connection(asyncio.BufferedProtocol):
         self._dispatch = dispatch
         # the connection quotas: None to be served, else why the connection is refused
         self._admit = admit
-        # when a request last arrived or a response went out (connections.max.idle.ms)
-        self.last_active = 0.0
+        # when a request last arrived or a response went out (connections.max.idle.ms); from
+        # its making, since the idle sweep can see it before asyncio calls connection_made
+        self.last_active = time.monotonic()
         self.security = security
         # who the client is, once authenticated (the TLS handshake, if any, is over)
         self.principal: KafkaPrincipal = ANONYMOUS
