@@ -30,6 +30,8 @@ from samsa.tools.console import consume, produce
 from samsa.tools.groups import groups
 from samsa.tools.leader_election import leader_election
 from samsa.tools.log_dirs import log_dirs
+from samsa.tools.offsets import delete_records, get_offsets
+from samsa.tools.perf import consumer_perf_test, producer_perf_test
 from samsa.tools.reassign_partitions import reassign_partitions
 from samsa.tools.topics import topics
 from samsa.tools.transactions import transactions
@@ -37,7 +39,8 @@ from samsa.tools.transactions import transactions
 # Kafka's tools, as samsa subcommands
 COMMANDS: tuple[click.Command, ...] = (
     topics, configs, produce, consume, groups, transactions, reassign_partitions,
-    leader_election, log_dirs, acls, cluster,
+    leader_election, log_dirs, get_offsets, delete_records, producer_perf_test,
+    consumer_perf_test, acls, cluster,
 )
 
 

@@ -71,8 +71,13 @@ _RETRY = frozenset({
     ErrorCode.coordinator_not_available, ErrorCode.not_coordinator,
     ErrorCode.coordinator_load_in_progress,
 })
-# Kafka's messages (Errors.java) for the errors OffsetDelete answers with.
+# Kafka's messages (Errors.java) for the errors OffsetDelete and DeleteRecords answer with.
 _MESSAGES = {
+    ErrorCode.offset_out_of_range:
+        "The requested offset is not within the range of offsets maintained by the server.",
+    ErrorCode.not_leader_or_follower: "For requests intended only for the leader, this error "
+        "indicates that the broker is not the current leader. For requests intended for any "
+        "replica, this error indicates that the broker is not a replica of the topic partition.",
     ErrorCode.group_id_not_found: "The group id does not exist.",
     ErrorCode.non_empty_group: "The group is not empty.",
     ErrorCode.invalid_group_id: "The configured groupId is invalid.",
@@ -85,6 +90,14 @@ _MESSAGES = {
     ErrorCode.coordinator_load_in_progress:
         "The coordinator is loading and hence can't process requests.",
 }
+
+
+def kafka_message(code: int) -> str | None:
+    """Kafka's message for an error code, where this table has it."""
+    try:
+        return _MESSAGES.get(ErrorCode(code))
+    except ValueError:
+        return None
 
 
 def error_text(code: int) -> str:
