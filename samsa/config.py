@@ -189,6 +189,12 @@ TOPIC_KEYS: dict[str, Key] = {
         Key("message.timestamp.type", Type.STRING, "CreateTime",
             "Whether a record's timestamp is the producer's (CreateTime) or the broker's "
             "(LogAppendTime).", one_of("CreateTime", "LogAppendTime")),
+        Key("message.timestamp.before.max.ms", Type.LONG, LONG_MAX,
+            "CreateTime topics: a record whose timestamp is further in the past than this "
+            "is refused (INVALID_TIMESTAMP).", at_least(0)),
+        Key("message.timestamp.after.max.ms", Type.LONG, 60 * 60 * 1000,
+            "CreateTime topics: a record whose timestamp is further in the future than this "
+            "is refused (INVALID_TIMESTAMP; Kafka 4's default, one hour).", at_least(0)),
         Key("cleanup.policy", Type.LIST, ["delete"],
             "delete: retention by time and size; compact: keep the last value per key; "
             "compact,delete: both.", one_of("delete", "compact")),
@@ -555,6 +561,12 @@ BROKER_KEYS: dict[str, Key] = {
         Key("log.message.timestamp.type", Type.STRING, "CreateTime",
             "Default message.timestamp.type.", one_of("CreateTime", "LogAppendTime"),
             topic="message.timestamp.type"),
+        Key("log.message.timestamp.before.max.ms", Type.LONG, LONG_MAX,
+            "Default message.timestamp.before.max.ms.", at_least(0),
+            topic="message.timestamp.before.max.ms"),
+        Key("log.message.timestamp.after.max.ms", Type.LONG, 60 * 60 * 1000,
+            "Default message.timestamp.after.max.ms.", at_least(0),
+            topic="message.timestamp.after.max.ms"),
         Key("log.cleanup.policy", Type.LIST, ["delete"], "Default cleanup.policy.",
             one_of("delete", "compact"), topic="cleanup.policy"),
         Key("log.segment.delete.delay.ms", Type.LONG, 60000, "Default file.delete.delay.ms.",
@@ -727,6 +739,8 @@ class LogConfig:
     flush_ms: int = TOPIC_KEYS["flush.ms"].default
     max_message_bytes: int = TOPIC_KEYS["max.message.bytes"].default
     message_timestamp_type: str = TOPIC_KEYS["message.timestamp.type"].default
+    message_timestamp_before_max_ms: int = TOPIC_KEYS["message.timestamp.before.max.ms"].default
+    message_timestamp_after_max_ms: int = TOPIC_KEYS["message.timestamp.after.max.ms"].default
     cleanup_policy: tuple[str, ...] = tuple(TOPIC_KEYS["cleanup.policy"].default)
     delete_retention_ms: int = TOPIC_KEYS["delete.retention.ms"].default
     min_cleanable_dirty_ratio: float = TOPIC_KEYS["min.cleanable.dirty.ratio"].default

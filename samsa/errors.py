@@ -70,6 +70,17 @@ class RecordErrors(InvalidRecordError):
                          f"[{shown}]")
 
 
+class TimestampErrors(RecordErrors):
+    """Records whose timestamps are out of the topic's range: INVALID_TIMESTAMP, Kafka's
+    message for it."""
+
+    code = ErrorCode.invalid_timestamp
+
+    def __init__(self, errors: list[tuple[int, str]]) -> None:
+        super().__init__(errors)
+        self.args = ("One or more records have been rejected due to invalid timestamp",)
+
+
 class OffsetOutOfRangeError(KafkaError):
     """An offset outside [log start offset, log end offset]."""
 

@@ -218,6 +218,13 @@ def iter_raw_records(payload: bytes, count: int) -> Iterator[RawRecord]:
         pos = end
 
 
+def record_timestamps(batch: bytes | memoryview, header: BatchHeader) -> Iterator[int]:
+    """Each record's timestamp (the batch's base timestamp plus the record's delta)."""
+    payload = records_payload(batch, header)
+    for record in iter_raw_records(payload, header.records_count):
+        yield header.base_timestamp + record.timestamp_delta
+
+
 def encode_raw_batch(
     header: BatchHeader,
     payload: bytes,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Concatenate, NamedTuple, ParamSpec, TypeVar
 
-from samsa.config import LogConfig
+from samsa.config import LONG_MAX, LogConfig
 from samsa.durable import fsync_dir
 from samsa.errors import (
     InvalidRecordError,
@@ -35,10 +35,12 @@ from samsa.errors import (
     OffsetOutOfRangeError,
     RecordErrors,
     RecordListTooLargeError,
+    TimestampErrors,
 )
 from samsa.records.batch import (
     HEADER_SIZE,
     MIN_BATCH_LENGTH,
+    NO_TIMESTAMP,
     BatchHeader,
     read_header,
     set_log_append_time,
@@ -47,7 +49,12 @@ from samsa.records.batch import (
     validate_batches,
 )
 from samsa.records.control import encode_marker, read_marker
-from samsa.records.record import decode_records, iter_raw_records, records_payload
+from samsa.records.record import (
+    decode_records,
+    iter_raw_records,
+    record_timestamps,
+    records_payload,
+)
 from samsa.storage.epoch import LeaderEpochCache
 from samsa.storage.log_dir_failure import LogDirFailureChannel
 from samsa.storage.producer_state import CompletedTxn, ProducerStateManager
@@ -376,6 +383,8 @@ class Log:
                     raise InvalidRecordError("control batches are written with append_marker")
                 if self.config.compact:
                     self._require_keys(view, headers)
+                if not self.config.log_append_time:
+                    self._check_timestamps(view, headers)
                 return self._append_as_leader(view, headers, leader_epoch)
             return self._append_as_follower(view, headers)
         except OSError as exc:
@@ -524,6 +533,28 @@ class Log:
                     if record.key is None]
                 if missing:
                     raise RecordErrors(missing)
+            pos += header.size
+
+    def _check_timestamps(self, view: memoryview, headers: list[BatchHeader]) -> None:
+        """CreateTime: every record's timestamp within [now - message.timestamp.before.max.ms,
+        now + message.timestamp.after.max.ms], as Kafka's LogValidator (KIP-937). Per batch
+        from its header (the max timestamp bounds every record from above) unless a bound is
+        crossed or before.max.ms is set; then the records, to name the ones out of range."""
+        now = self.clock()
+        before, after = (self.config.message_timestamp_before_max_ms,
+                         self.config.message_timestamp_after_max_ms)
+        low, high = now - before, now + after
+        pos = 0
+        for header in headers:
+            if header.max_timestamp > high or before < LONG_MAX:
+                errors = [
+                    (i, f"Timestamp {ts} of message with offset {i} is out of range. The "
+                        f"timestamp should be within [{low}, {high}]")
+                    for i, ts in enumerate(record_timestamps(view[pos : pos + header.size],
+                                                             header))
+                    if ts != NO_TIMESTAMP and not low <= ts <= high]
+                if errors:
+                    raise TimestampErrors(errors)
             pos += header.size
 
     def _count_unflushed(self, messages: int) -> None:
