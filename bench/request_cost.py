@@ -82,7 +82,7 @@ REQUESTS: dict[str, Callable[[], tuple[int, int, Any]]] = {
 }
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -127,7 +127,7 @@ def measure(tree: Path, kind: str, requests: int, profile: Path | None) -> float
     """Broker CPU µs per request of ``kind`` for the samsa in ``tree``; with ``profile``, run
     the broker under cProfile, writing its stats there."""
     with tempfile.TemporaryDirectory(prefix="request-cost-") as data:
-        port = _free_port()
+        port = free_port()
         python = [sys.executable] + (["-m", "cProfile", "-o", str(profile)] if profile else [])
         proc = subprocess.Popen(
             [*python, "-m", "samsa.cli", "server", "--override", f"log.dirs={data}",

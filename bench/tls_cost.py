@@ -45,11 +45,12 @@ from pathlib import Path
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from samsa.protocol.client import SIZE, ClientCodec
+from samsa.protocol.client import ClientCodec
 from samsa.records.record import RecordInput, encode_batch
 from samsa.security.ca import LOCAL_HOSTS, CertificateAuthority
 
 from proc_cpu import cpu_seconds
+from request_cost import Client, free_port
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 TOPIC = "tls-cost"
@@ -68,21 +69,8 @@ def produce_request() -> ProduceRequest:
             PartitionProduceData(index=0, records=batch),)),))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def connect(port: int) -> socket.socket:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+    return Client(port, time.monotonic() + 60).sock
 
 
 class Session:
@@ -174,41 +162,24 @@ def run_once(port: int, tls_port: int, context: ssl.SSLContext, way: str, frame:
             round(len(wire) / requests)}
 
 
-def ask(sock: socket.socket, codec: ClientCodec, frame: bytes, sent: object) -> object:
-    sock.sendall(frame)
-
-    def read(n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            data += chunk
-        return data
-
-    return codec.decode(sent, read(codec.frame_size(read(SIZE.size))))  # type: ignore[arg-type]
-
-
 def create_topic(port: int) -> None:
     """Metadata with auto-creation until the partition has its leader, then one Produce that
     must succeed (the measured ones are counted, not decoded)."""
-    codec = ClientCodec("tls-cost")
-    with connect(port) as sock:
+    client = Client(port, time.monotonic() + 60)
+    with client.sock:
         deadline = time.monotonic() + 60
         while True:
-            frame, sent = codec.encode(3, 12, MetadataRequest(
+            topic = client.request(3, 12, MetadataRequest(
                 topics=(MetadataRequestTopic(topic_id=None, name=TOPIC),),
-                allow_auto_topic_creation=True, include_topic_authorized_operations=False))
-            topic = ask(sock, codec, frame, sent).topics[0]  # type: ignore[attr-defined]
+                allow_auto_topic_creation=True, include_topic_authorized_operations=False,
+            )).topics[0]
             if topic.error_code == 0 and topic.partitions and topic.partitions[0].leader_id >= 0:
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{TOPIC} never got a leader: {topic}")
             time.sleep(0.05)
-        frame, sent = codec.encode(0, 9, produce_request())
-        answer = ask(sock, codec, frame, sent)
-        code = answer.responses[0].partition_responses[0].error_code  # type: ignore[attr-defined]
-        if code != 0:
+        answer = client.request(0, 9, produce_request())
+        if answer.responses[0].partition_responses[0].error_code != 0:
             raise RuntimeError(f"a Produce to {TOPIC} failed: {answer}")
 
 
