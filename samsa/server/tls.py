@@ -147,21 +147,16 @@ class ServerTlsSession(asyncio.BufferedProtocol, asyncio.Transport):
     # --- the app's transport -------------------------------------------------------------------
 
     def write(self, data: Any) -> None:
-        if self._closed or not data:
-            return
-        try:
-            self._tls.write(data)
-        except ssl.SSLError as exc:
-            log.info("closing a TLS connection: %s", exc)
-            self.abort()
-            return
-        self._send_pending()
+        self._encrypt((data,))
 
     def writelines(self, list_of_data: Any) -> None:
         chunks = list(list_of_data)
         if sum(len(chunk) for chunk in chunks) <= _JOIN_BELOW:
-            self.write(b"".join(chunks))
-            return
+            chunks = [b"".join(chunks)]
+        self._encrypt(chunks)
+
+    def _encrypt(self, chunks: Any) -> None:
+        """Encrypt ``chunks`` and send what that made in one socket write."""
         if self._closed:
             return
         try:
