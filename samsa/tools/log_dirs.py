@@ -23,36 +23,17 @@ from typing import Any
 import click
 from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 
-from samsa.errors import ErrorCode, kafka_name
+from samsa.errors import ErrorCode
 from samsa.tools.common import (
     REQUEST_TIMEOUT_S,
     ToolError,
     command_config_option,
     read_properties_file,
 )
-from samsa.tools.wire import WirePool, WireSecurity, error_text
+from samsa.tools.wire import WirePool, WireSecurity, error_text, exception_class
 
 DESCRIBE_LOG_DIRS = 35
 CLIENT_ID = "samsa-log-dirs"
-# Kafka's exception classes where the name is not the error's in camel case + "Exception"
-_EXCEPTIONS = {ErrorCode.kafka_storage_error: "KafkaStorageException",
-               ErrorCode.unknown_server_error: "UnknownServerException"}
-
-
-def exception_class(code: int) -> str | None:
-    """What LogDirsCommand prints as a directory's error: its exception's class name."""
-    if code == ErrorCode.none:
-        return None
-    try:
-        name = _EXCEPTIONS.get(ErrorCode(code))
-    except ValueError:
-        name = None
-    if name is None:
-        camel = "".join(word.capitalize() for word in kafka_name(code).split("_"))
-        name = f"{camel.removesuffix('Error')}Exception"
-    return f"org.apache.kafka.common.errors.{name}"
-
-
 def parse_ids(value: str | None, option: str) -> list[int] | None:
     if value is None or not value.strip():
         return None

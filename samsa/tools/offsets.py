@@ -37,9 +37,8 @@ from samsa.tools.common import (
     handle_client_errors,
     read_properties_file,
 )
-from samsa.tools.log_dirs import exception_class
 from samsa.tools.reassign_partitions import is_int32, read_json
-from samsa.tools.wire import kafka_message
+from samsa.tools.wire import exception_class, kafka_message
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _TIMES = {"-1": OffsetSpec.latest, "latest": OffsetSpec.latest,

@@ -102,11 +102,27 @@ def kafka_message(code: int) -> str | None:
 
 def error_text(code: int) -> str:
     """``NAME: Kafka's message`` for an error code."""
+    return f"{kafka_name(code)}: {kafka_message(code) or ''}".rstrip(": ")
+
+
+# Kafka's exception classes where the name is not the error's in camel case + "Exception"
+_EXCEPTIONS = {ErrorCode.kafka_storage_error: "KafkaStorageException",
+               ErrorCode.unknown_server_error: "UnknownServerException"}
+
+
+def exception_class(code: int) -> str | None:
+    """The class name of Kafka's exception for an error code (what LogDirsCommand and
+    DeleteRecordsCommand print); None for no error."""
+    if code == ErrorCode.none:
+        return None
     try:
-        message = _MESSAGES.get(ErrorCode(code), "")
+        name = _EXCEPTIONS.get(ErrorCode(code))
     except ValueError:
-        message = ""
-    return f"{kafka_name(code)}: {message}".rstrip(": ")
+        name = None
+    if name is None:
+        camel = "".join(word.capitalize() for word in kafka_name(code).split("_"))
+        name = f"{camel.removesuffix('Error')}Exception"
+    return f"org.apache.kafka.common.errors.{name}"
 
 
 class AuthenticationFailed(ToolError):
