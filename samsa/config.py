@@ -16,6 +16,7 @@ parsed and validated here; a bad key or value raises :class:`ConfigError` naming
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -91,6 +92,20 @@ def _authorizer_class(name: str, value: Any) -> None:
             f"Invalid value {value} for configuration {name}: samsa has no pluggable "
             f"authorizers; leave it empty (no authorization) or name its ACL authorizer: "
             f"{', '.join(ACL_AUTHORIZER_CLASS_NAMES)}")
+
+
+def _http_listener(name: str, value: Any) -> None:
+    if value and parse_http_listener(value) is None:
+        raise ConfigError(f"Invalid value {value!r} for configuration {name}: expected "
+                          "http://HOST:PORT")
+
+
+def parse_http_listener(value: str) -> tuple[str, int] | None:
+    """``http://HOST:PORT`` as (host, port); None if it is not one."""
+    match = re.fullmatch(r"http://(\[[0-9a-fA-F:]+\]|[^:/\s]*):(\d{1,5})/?", value.strip())
+    if match is None or int(match.group(2)) > 65535:
+        return None
+    return match.group(1).strip("[]"), int(match.group(2))
 
 
 def _principals(name: str, value: Any) -> None:
@@ -512,6 +527,10 @@ BROKER_KEYS: dict[str, Key] = {
             "min.insync.replicas of __transaction_state.", at_least(1)),
         Key("transaction.state.log.segment.bytes", Type.INT, 100 * 1024 * 1024,
             "segment.bytes of __transaction_state.", at_least(1)),
+        Key("prometheus.listener", Type.STRING, "",
+            "Where the broker serves its metrics in Prometheus's text format, at /metrics: "
+            "http://HOST:PORT (port 0: any free port). Empty: no metrics are kept or served.",
+            _http_listener),
         Key("authorizer.class.name", Type.STRING, "",
             "The authorizer the broker checks requests with: empty for none (every request is "
             "allowed), else the ACL authorizer, named samsa.security.AclAuthorizer or by the "

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from samsa.config import parse_http_listener
 from samsa.server.kafka_server import KafkaServer
 from samsa.storage.log_cleaner import CleanerMetrics
 
@@ -171,6 +172,16 @@ class Broker:
     @property
     def port(self) -> int:
         return self.server.bound[0].port
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where the metrics are served (``prometheus.listener``), None when they are off."""
+        endpoint = self.server.prometheus
+        if endpoint is None:
+            return None
+        host = parse_http_listener(self.server.config.get("prometheus.listener"))
+        assert host is not None
+        return f"http://{host[0] or '127.0.0.1'}:{endpoint.port}/metrics"
 
     def bootstrap_for(self, listener: str) -> str:
         """host:port of one listener (by name: PLAINTEXT, SSL, INTERNAL, ...)."""

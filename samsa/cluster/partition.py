@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from samsa.errors import ErrorCode
+from samsa.metrics import BrokerMetrics
 from samsa.storage.log import AppendInfo, Log
 
 NO_LEADER = -1
@@ -80,6 +81,9 @@ class Partition:
         self.offline = False  # closed because its log directory failed (KAFKA_STORAGE_ERROR)
         # cluster mode: told when this leader's ISR changes, to write it to ZooKeeper
         self.on_isr_change: Callable[[Partition], None] | None = None
+        self.metrics: BrokerMetrics | None = None  # the broker's, for IsrExpandsPerSec
+        # a follower: the leader's high watermark in its last fetch response (the lag metric)
+        self.leader_high_watermark = -1
 
     # --- roles ---------------------------------------------------------------------------------
 
@@ -156,6 +160,7 @@ class Partition:
 
     def set_follower_high_watermark(self, leader_high_watermark: int) -> None:
         """A follower's high watermark: the leader's, as far as this log reaches."""
+        self.leader_high_watermark = leader_high_watermark
         self._high_watermark = min(leader_high_watermark, self.log.log_end_offset)
         self.wake_waiters()
 
@@ -182,6 +187,8 @@ class Partition:
         state.last_fetch_leader_end = leader_end
         if replica_id not in self.isr and fetch_offset >= self.high_watermark:
             self.isr.add(replica_id)  # caught up: back in sync
+            if self.metrics is not None:
+                self.metrics.isr_expands += 1
             if self.on_isr_change is not None:
                 self.on_isr_change(self)
         self._advance_high_watermark()

@@ -15,6 +15,7 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.topics import Topic, TopicStore
 from samsa.config import LogConfig
 from samsa.errors import ErrorCode, KafkaError, KafkaStorageError
+from samsa.metrics import BrokerMetrics
 from samsa.storage.log import Log
 from samsa.storage.manager import LogManager
 
@@ -27,6 +28,7 @@ class Replicas:
     def __init__(self, log_manager: LogManager) -> None:
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.metrics: BrokerMetrics | None = None  # what ISR changes count into
         self.broker_id = -1
         self.topics: TopicStore | None = None  # set at start, once the data dir is known
         # told (topic, index, leads) when this broker starts or stops leading a partition
@@ -110,8 +112,9 @@ class Replicas:
             if (topic.name, p) not in self.partitions:
                 log_ = self._open_log(topic.name, p, config, is_new)
                 if log_ is not None:
-                    self.partitions[(topic.name, p)] = Partition(topic.name, p, log_,
-                                                                 broker_id=self.broker_id)
+                    partition = Partition(topic.name, p, log_, broker_id=self.broker_id)
+                    partition.metrics = self.metrics
+                    self.partitions[(topic.name, p)] = partition
 
     def _open_log(self, name: str, index: int, config: LogConfig, is_new: bool) -> Log | None:
         try:
@@ -137,6 +140,7 @@ class Replicas:
             partition = Partition(
                 name, index, log_, broker_id=self.broker_id, replicas=replicas,
                 high_watermark=self.log_manager.checkpointed_high_watermark(name, index))
+            partition.metrics = self.metrics
             self.partitions[(name, index)] = partition
         return partition
 
@@ -208,6 +212,8 @@ class Replicas:
             if partition.replicated and partition.is_leader:
                 gone = partition.shrink_isr(lag_time_max_ms)
                 if gone:
+                    if self.metrics is not None:
+                        self.metrics.isr_shrinks += 1
                     log.info("%s-%d: ISR shrinking to %s (out: %s)", partition.topic,
                              partition.index, sorted(partition.wanted_isr), sorted(gone))
 

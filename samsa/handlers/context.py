@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # all from the layers below the handlers
     from samsa.config import BrokerConfig
     from samsa.coordinator.group_coordinator import GroupCoordinator
     from samsa.coordinator.txn_coordinator import TransactionCoordinator
+    from samsa.metrics import BrokerMetrics
     from samsa.security.authorizer import AclAuthorizer
     from samsa.security.principal import KafkaPrincipal
     from samsa.storage.manager import LogManager
@@ -57,16 +58,22 @@ class Broker(Protocol):
     authorizer: AclAuthorizer | None  # None: authorizer.class.name is empty, all is allowed
     acl_store: AclStore | None  # where CreateAcls and DeleteAcls write (with an authorizer)
     scram_store: ScramCredentialStore | None  # SCRAM credentials (None until started)
+    metrics: BrokerMetrics | None  # None: no metrics are kept (no prometheus.listener)
 
     @property
     def topics(self) -> TopicStore | None: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestContext:
     server: Broker
     request: Request
     connection: Peer | None
+    # for the request metrics: seconds spent waiting on others (Kafka's RemoteTimeMs: the
+    # followers for acks=all, new records for a long-poll), and the request's name there when
+    # it is not the API's (FetchFollower)
+    remote_s: float = 0.0
+    metric_name: str | None = None
 
     @property
     def version(self) -> int:

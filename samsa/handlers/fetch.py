@@ -13,6 +13,7 @@ Fetch sessions are refused the way Kafka allows (session id 0), so clients send 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,6 +27,8 @@ from samsa.security.acl import AclOperation, ResourceType
 if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
     from kio.schema.fetch.v12.request import FetchTopic as NamedFetchTopic
     from kio.schema.fetch.v16.request import FetchPartition, FetchRequest
+
+    from samsa.metrics import BrokerMetrics
 
 READ_COMMITTED = 1
 
@@ -192,6 +195,26 @@ class _FetchPlan:
         return {"epoch": epoch, "end_offset": end_offset}
 
 
+def _count(metrics: BrokerMetrics, plan: _FetchPlan, responses: list[dict[str, Any]],
+           total: int) -> None:
+    """Kafka's BytesOutPerSec and fetch request counts per topic (a consumer's fetch), or its
+    ReplicationBytesOutPerSec (a follower's)."""
+    if plan.replica_id >= 0:
+        metrics.topics.replication_bytes_out += total
+        return
+    stats = metrics.topics
+    for (key, parts), response in zip(plan.topics, responses, strict=True):
+        name = key if isinstance(key, str) else next(
+            (part.topic for _, part, _ in parts if part is not None), None)
+        if name is None:
+            continue
+        nbytes, failed = 0, False
+        for result in response["partitions"]:
+            nbytes += len(result["records"])
+            failed = failed or bool(result["error_code"])
+        stats.fetched(name, nbytes, failed)
+
+
 @api(1, "Fetch", 4, 16)
 async def fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, Any]:
     session_id = getattr(request, "session_id", 0)
@@ -201,7 +224,13 @@ async def fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, Any]:
     plan = _FetchPlan(ctx, request)
     responses, total, errors = plan.read()
     wait = request.max_wait.total_seconds()
+    metrics = ctx.server.metrics
+    if metrics is not None and plan.replica_id >= 0:
+        ctx.metric_name = "FetchFollower"
     if total < request.min_bytes and not errors and wait > 0 and plan.partitions:
+        if metrics is not None:
+            metrics.delayed_fetch += 1
+            waited = time.monotonic()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         while total < request.min_bytes:
@@ -221,5 +250,10 @@ async def fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, Any]:
             responses, total, errors = plan.read()
             if errors or not ctx.server.started:  # a stopping broker answers at once
                 break
+        if metrics is not None:
+            metrics.delayed_fetch -= 1
+            ctx.remote_s += time.monotonic() - waited
+    if metrics is not None:
+        _count(metrics, plan, responses, total)
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
             "responses": responses}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,10 @@ def _partition_result(
 
 
 _ATTRIBUTES_LOW = 22  # the low byte of the int16 attributes of a batch
+# produce errors that mean the records themselves were refused (Kafka's BytesRejectedPerSec)
+_REJECTED = frozenset({ErrorCode.corrupt_message, ErrorCode.invalid_record,
+                       ErrorCode.message_too_large, ErrorCode.record_list_too_large,
+                       ErrorCode.invalid_timestamp})
 
 
 def _append(
@@ -92,6 +97,8 @@ def _append(
     try:
         info = partition.append(records)
     except KafkaError as exc:
+        if ctx.server.metrics is not None:
+            ctx.server.metrics.topics.produce_failed(topic, len(records), exc.code in _REJECTED)
         return _partition_result(
             index, exc.code, log_start=partition.log.log_start_offset, message=str(exc),
             record_errors=exc.errors if isinstance(exc, RecordErrors) else [],
@@ -99,6 +106,9 @@ def _append(
     result = _partition_result(
         index, ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset
     )
+    if ctx.server.metrics is not None:
+        ctx.server.metrics.topics.produced(
+            topic, len(records), info.last_offset - info.first_offset + 1)
     if acks == -1 and partition.replicated:
         waits.append((result, partition, info.last_offset + 1))
     return result
@@ -167,7 +177,17 @@ async def produce(ctx: RequestContext, request: ProduceRequest) -> dict[str, Any
                                        request.transactional_id, acks, waits))
         responses.append({"name": topic.name, "partition_responses": results})
     if waits:
-        await _await_replication(waits, request.timeout.total_seconds())
+        metrics = ctx.server.metrics
+        if metrics is None:
+            await _await_replication(waits, request.timeout.total_seconds())
+        else:
+            metrics.delayed_produce += 1
+            waited = time.monotonic()
+            try:
+                await _await_replication(waits, request.timeout.total_seconds())
+            finally:
+                metrics.delayed_produce -= 1
+                ctx.remote_s += time.monotonic() - waited
     if acks == 0:
         failed = [r for t in responses for r in t["partition_responses"] if r["error_code"]]
         if failed:

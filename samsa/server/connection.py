@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from samsa.errors import CloseConnection
+from samsa.metrics import RequestTiming
 from samsa.security.channel import ListenerSecurity
 from samsa.security.listeners import EndPoint
 from samsa.security.principal import ANONYMOUS, KafkaPrincipal, NoMatchingRule
@@ -98,6 +99,9 @@ class Connection(asyncio.BufferedProtocol):
         self._big: bytearray | None = None
         self._big_filled = 0
         self._frames: collections.deque[bytes | memoryview] = collections.deque()
+        self._arrived: collections.deque[float] = collections.deque()  # each frame's arrival
+        # what dispatch leaves for the request metrics, recorded once the response is sent
+        self.timing: RequestTiming | None = None
         self._queued_bytes = 0
         self._frame_ready = asyncio.Event()
         self._can_write = asyncio.Event()
@@ -241,6 +245,7 @@ class Connection(asyncio.BufferedProtocol):
                  "(sasl.server.max.receive.size))", self.peer, self.listener_name, size,
                  self._request_limit)
         self._frames.clear()
+        self._arrived.clear()
         self._closing = True  # nothing more is read or answered
         self._frame_ready.set()
         if self.transport is not None:
@@ -254,6 +259,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _push(self, frame: bytes | memoryview) -> None:
         self._frames.append(frame)
+        self._arrived.append(self.last_active)
         self._queued_bytes += len(frame)
         self._frame_ready.set()
         if self._queued_bytes > _MAX_QUEUED_BYTES and not self._reading_paused:
@@ -283,6 +289,7 @@ class Connection(asyncio.BufferedProtocol):
                     await self._frame_ready.wait()
                     continue
                 frame = self._frames.popleft()
+                received = self._arrived.popleft()
                 self._queued_bytes -= len(frame)
                 if self._reading_paused and self._queued_bytes < _MAX_QUEUED_BYTES // 2:
                     self._reading_paused = False
@@ -300,6 +307,9 @@ class Connection(asyncio.BufferedProtocol):
                     self.busy = False
                 if not self._frames or self._out_bytes >= _MAX_BUFFERED_OUTPUT:
                     await self._flush_output()
+                if self.timing is not None:
+                    self.timing.sent(received, time.monotonic())
+                    self.timing = None
         except CloseConnection as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
@@ -317,6 +327,7 @@ class Connection(asyncio.BufferedProtocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.pause_reading()
         self._frames.clear()
+        self._arrived.clear()
         try:
             if failure.delayed and self.authenticator is not None:
                 await asyncio.sleep(self.authenticator.sasl.failed_delay_ms / 1000)
@@ -367,6 +378,7 @@ class Connection(asyncio.BufferedProtocol):
         if self._handshaking and self._task is not None:
             self._task.cancel()  # no request of this client started yet
         self._frames.clear()
+        self._arrived.clear()
         self._stopping = True
         self._frame_ready.set()
         if self._task is not None:

@@ -24,7 +24,7 @@ from samsa.cluster.replicas import Replicas
 from samsa.cluster.scram import ScramCredentialStore
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.cluster.topics import TopicStore
-from samsa.config import BrokerConfig, ConfigError
+from samsa.config import BrokerConfig, ConfigError, parse_http_listener
 from samsa.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from samsa.coordinator.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from samsa.durable import write_atomically
@@ -32,9 +32,11 @@ from samsa.errors import CloseConnection, ErrorCode, KafkaStorageError
 from samsa.handlers import load_handlers
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import APIS
+from samsa.metrics import BrokerMetrics, RequestTiming
 from samsa.protocol import build
 from samsa.protocol.codec import (
     MalformedRequestError,
+    Request,
     decode_request,
     encode_response,
     peek_key_and_version,
@@ -47,6 +49,7 @@ from samsa.security.sasl.scram import ScramCredential
 from samsa.server.connection import Connection
 from samsa.server.connection_limits import ConnectionLimits
 from samsa.server.modes import Mode, SingleNode
+from samsa.server.prometheus import BrokerCollector, PrometheusEndpoint
 from samsa.server.sasl import SaslServerAuthenticator
 from samsa.storage.log_cleaner import LogCleaner
 from samsa.storage.manager import LogManager
@@ -98,9 +101,16 @@ class KafkaServer:
         # SCRAM credentials (the metadata dir or ZooKeeper), opened at start
         self.scram_store: ScramCredentialStore | None = None
         load_handlers()
+        # kept only when they are served (prometheus.listener): otherwise nothing is counted
+        self.metrics: BrokerMetrics | None = (
+            BrokerMetrics() if self.config.get("prometheus.listener") else None)
+        self.prometheus: PrometheusEndpoint | None = None
         self.log_manager = LogManager(
             self.config, topic_config=lambda topic: self.replicas.topic_log_config(topic))
         self.replicas = Replicas(self.log_manager)
+        if self.metrics is not None:
+            self.log_manager.flush_timer = self.metrics.log_flush
+            self.replicas.metrics = self.metrics
         self.replicas.on_leadership = self._leadership_changed
         self.log_manager.failures.listeners.append(self._log_dir_offline)
         # what a broker whose every log directory failed does (samsa.Broker stops instead)
@@ -145,6 +155,8 @@ class KafkaServer:
         try:
             await self._start()
         except BaseException:
+            if self.prometheus is not None:
+                await self.prometheus.stop()
             if self.acl_store is not None:
                 await self.acl_store.stop()
             if self.scram_store is not None:
@@ -212,12 +224,23 @@ class KafkaServer:
                                        listener.host, port))
             self._servers.append(server)
         await self.mode.join(self.broker_id, self.advertised)
+        if self.metrics is not None:
+            await self._serve_metrics()
         self._tasks.append(loop.create_task(self._background()))
         self.started = True
         for directory in self.log_manager.failures.offline_dirs:  # failed while starting
             self._handle_log_dir_failure(directory)
         log.info("samsa broker %d started on %s (cluster %s)", self.broker_id,
                  ", ".join(str(b) for b in self.bound), self.cluster_id)
+
+    async def _serve_metrics(self) -> None:
+        assert self.metrics is not None
+        address = parse_http_listener(self.config.get("prometheus.listener"))
+        assert address is not None  # the key's validator checked it
+        self.prometheus = PrometheusEndpoint(BrokerCollector(self, self.metrics))
+        await self.prometheus.start(*address)
+        log.info("metrics at http://%s:%d/metrics", address[0] or "0.0.0.0",
+                 self.prometheus.port)
 
     def _open_topic_store(self, directory: Path) -> TopicStore:
         """The topic store: a single node's topics, kept in its metadata dir (the store of
@@ -350,6 +373,8 @@ class KafkaServer:
         await self.mode.shut_down()
         for server in self._servers:
             server.close()
+        if self.prometheus is not None:
+            await self.prometheus.stop()
         self.replicas.wake_all()
         await asyncio.gather(*(c.drain_and_close() for c in list(self.connections)))
         if self.txn_coordinator is not None:
@@ -474,9 +499,20 @@ class KafkaServer:
         if api is None or not api.supports(version) or request.body is None:
             raise CloseConnection(f"unsupported api key {key} version {version}")
         ctx = RequestContext(self, request, connection)
+        metrics = self.metrics
+        if metrics is None:
+            data = await api.handle(ctx, request.body)
+            return None if data is None else self._encode(key, version, request, data)
+        started = time.monotonic()
         data = await api.handle(ctx, request.body)
-        if data is None:
-            return None
+        chunks = None if data is None else self._encode(key, version, request, data)
+        stats = metrics.request(ctx.metric_name or api.name)
+        stats.by_version[version] = stats.by_version.get(version, 0) + 1
+        connection.timing = RequestTiming(stats, started, time.monotonic(), ctx.remote_s)
+        return chunks
+
+    @staticmethod
+    def _encode(key: int, version: int, request: Request, data: dict[str, Any]) -> list[Any]:
         if key in FAST_RESPONSES:
             return [encode_fast(key, version, request.correlation_id, data)]
         return encode_response(request.correlation_id, build.response(key, version, data))

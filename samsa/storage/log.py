@@ -37,6 +37,7 @@ from samsa.errors import (
     RecordListTooLargeError,
     TimestampErrors,
 )
+from samsa.metrics import Histogram
 from samsa.records.batch import (
     HEADER_SIZE,
     MIN_BATCH_LENGTH,
@@ -154,6 +155,7 @@ class Log:
         self.producer_state = ProducerStateManager(self.dir)
         self.unflushed_messages = 0
         self.last_flush_ms = clock()
+        self.flush_timer: Histogram | None = None  # set by the log manager with metrics on
         self.deleted = False
         self._load(recovery_point, log_start_offset, had_clean_shutdown)
 
@@ -848,6 +850,7 @@ class Log:
             return
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         if target > self.recovery_point:
+            started = time.monotonic()
             segments, bases = list(self.segments), list(self._bases)
             for i, segment in enumerate(segments):
                 if segment.base_offset >= target:
@@ -858,6 +861,8 @@ class Log:
                 ):
                     segment.flush()
             self.recovery_point = target
+            if self.flush_timer is not None:  # Kafka's LogFlushRateAndTimeMs
+                self.flush_timer.record((time.monotonic() - started) * 1000.0)
         if target == self.log_end_offset:
             self.unflushed_messages = 0
         self.last_flush_ms = self.clock()

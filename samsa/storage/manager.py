@@ -32,6 +32,7 @@ from pathlib import Path
 
 from samsa.config import BrokerConfig, LogConfig
 from samsa.errors import KafkaStorageError
+from samsa.metrics import Histogram
 from samsa.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_FILE,
@@ -79,6 +80,7 @@ class LogManager:
         self._unplaced: set[TopicPartition] = set()
         self._locks: list[int] = []
         self.failures = LogDirFailureChannel()
+        self.flush_timer: Histogram | None = None  # each log's flushes time into it
 
     def config_for(self, topic: str) -> LogConfig:
         if self._topic_config is not None:
@@ -157,6 +159,7 @@ class LogManager:
                 clock=self.clock,
                 failures=self.failures,
             )
+            self.logs[tp].flush_timer = self.flush_timer
             if tp in high_watermarks:
                 self._high_watermarks[tp] = high_watermarks[tp]
         # From here on a crash must be detected: the marker goes until the next clean stop.
@@ -240,6 +243,7 @@ class LogManager:
                 clock=self.clock,
                 failures=self.failures,
             )
+            new.flush_timer = self.flush_timer
         except OSError as exc:
             message = f"creating the log of {topic}-{partition}"
             self.failures.maybe_add_offline_log_dir(directory, message, exc)

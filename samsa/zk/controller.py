@@ -26,12 +26,14 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from samsa.cluster.placement import check_target
 from samsa.cluster.topic_admin import TP, Outcome
 from samsa.errors import ErrorCode
+from samsa.metrics import Histogram
 from samsa.zk import reassignment
 from samsa.zk.leader_election import (
     initial_state,
@@ -75,6 +77,11 @@ class Controller:
         self._watched_topics: set[str] = set()
         self._reassigning: dict[TP, tuple[int, ...]] = {}  # partition -> target replicas
         self._deleting: set[str] = set()  # topics waiting for their replicas' deletion
+        # Kafka's controller metrics: partitions with no leader as last written or read,
+        # leader elections (how long each took) and the unclean ones among them
+        self.offline: set[TP] = set()
+        self.elections = Histogram(threaded=True)
+        self.unclean_elections = 0
         self._events = concurrent.futures.ThreadPoolExecutor(1, "samsa-controller")
         self._watching = False
         self._closed = threading.Event()
@@ -146,6 +153,7 @@ class Controller:
         self.live = set(self.zk.live_brokers())
         self.shutting_down &= self.live
         self.offline_replicas = {}
+        self.offline = set()
         for broker in sorted(self.live):
             self._load_offline_replicas(broker)
         self._known_topics = set()
@@ -301,17 +309,24 @@ class Controller:
                 decide: Callable[[PartitionState], PartitionState | None]) -> PartitionState | None:
         """Write ``decide(current state)`` unless it is None; the state after (None when the
         partition has no state)."""
+        started = time.monotonic()
         for _ in range(5):  # a leader's ISR write may race ours: read and decide again
             found = self.zk.partition_state(topic, index)
             if found is None:
+                self.offline.discard((topic, index))
                 return None
             state, version = found
             new = decide(state)
             if new is None:
+                self._count_offline(topic, index, state)
                 return state
             if self.zk.update_partition_state(topic, index, new, version,
                                               self.fence) is not None:
                 lost = new.leader not in state.isr and new.leader >= 0
+                self._count_offline(topic, index, new)
+                if new.leader >= 0 and new.leader != state.leader:
+                    self.elections.record((time.monotonic() - started) * 1000.0)
+                    self.unclean_elections += lost
                 log.log(logging.WARNING if new.leader < 0 or lost else logging.INFO,
                         "%s-%d: leader %d -> %d, ISR %s -> %s, leader epoch %d%s", topic, index,
                         state.leader, new.leader, list(state.isr), list(new.isr),
@@ -321,6 +336,12 @@ class Controller:
         log.warning("%s-%d: gave up updating the partition state (it kept changing)",
                     topic, index)
         return None
+
+    def _count_offline(self, topic: str, index: int, state: PartitionState) -> None:
+        if state.leader < 0:
+            self.offline.add((topic, index))
+        else:
+            self.offline.discard((topic, index))
 
     # --- topic deletion ------------------------------------------------------------------------
 
