@@ -1,4 +1,5 @@
-"""ApiVersions (18): the versions of every API in the registry, nothing more."""
+"""ApiVersions (18): the versions of every API in the registry, nothing more (Produce from v0,
+as Kafka 4 advertises it: registry.py)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ async def api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> dict
     return {
         "error_code": error,
         "api_keys": [
-            {"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
+            {"api_key": a.key, "min_version": a.advertised_min_version,
+             "max_version": a.max_version}
             for a in sorted(APIS.values(), key=lambda a: a.key)
         ],
         "throttle_time": 0,

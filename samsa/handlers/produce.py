@@ -153,7 +153,8 @@ def _denials(ctx: RequestContext, request: ProduceRequest) -> tuple[ErrorCode | 
     return None, unauthorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
 
 
-@api(0, "Produce", 3, 11)
+# Advertised from v0 as Kafka 4 does (KAFKA-18659, registry.py); v0-v2 close the connection.
+@api(0, "Produce", 3, 11, advertised_min_version=0)
 async def produce(ctx: RequestContext, request: ProduceRequest) -> dict[str, Any] | None:
     acks = request.acks
     responses: list[dict[str, Any]] = []
