@@ -225,8 +225,8 @@ async def fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, Any]:
     responses, total, errors = plan.read()
     wait = request.max_wait.total_seconds()
     metrics = ctx.server.metrics
-    if metrics is not None and plan.replica_id >= 0:
-        ctx.metric_name = "FetchFollower"
+    if metrics is not None:  # Kafka's request metrics tell the two kinds of fetch apart
+        ctx.metric_name = "FetchFollower" if plan.replica_id >= 0 else "FetchConsumer"
     if total < request.min_bytes and not errors and wait > 0 and plan.partitions:
         if metrics is not None:
             metrics.delayed_fetch += 1
