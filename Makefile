@@ -11,7 +11,7 @@ APT_PACKAGES := kcat libzookeeper-java iptables libfuse2
 # Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
 JAVA_PACKAGE := openjdk-17-jre-headless
 
-.PHONY: setup apt run test lint fuzz fuzz-merge demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster bench-security clean import-graph chaos
+.PHONY: setup apt run test lint fuzz fuzz-merge demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster bench-security bench-metrics clean import-graph chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -74,7 +74,7 @@ import-graph: $(STAMP)
 	$(BIN)/python tests/import_graph.py
 
 run: $(STAMP)
-	$(BIN)/samsa server --override log.dirs=data
+	$(BIN)/samsa server --override log.dirs=data --override prometheus.listener=http://127.0.0.1:9404
 
 # The paper's pipeline on Spark: embedded broker, generate, load, audit, report (into ./demo).
 demo: $(STAMP)
@@ -102,6 +102,14 @@ bench-txn: setup
 
 bench-cluster: setup
 	$(BIN)/python bench/cluster_bench.py
+
+# Metrics on (prometheus.listener) against off, side by side: the broker's CPU per request
+# (request_cost.py, not bound by a client) and every client workload (broker_bench.py).
+bench-metrics: setup
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python bench/request_cost.py --metrics
+	$(BIN)/python bench/broker_bench.py --brokers samsa,samsa-metrics \
+		--workloads paper_batch1,paper_batch50,max_100b,consume,e2e_latency
 
 bench-security: setup
 	$(BIN)/pip install --quiet -e '.[test,bench]'

@@ -62,6 +62,10 @@ ApiVersions request (the only one a SASL listener answers before authentication)
 17: SSL produce at batch size 50 at least 60% of PLAINTEXT's. (The cost of one SCRAM login,
 connections per second: bench/sasl_auth_bench.py.)
 
+``samsa-metrics`` is samsa with its metrics on (``prometheus.listener``, nothing scraping it):
+run beside ``samsa`` (``make bench-metrics``), the report adds metrics on / off ratios and the
+aim of issue 18, at most 3% slower on every workload.
+
 Both brokers stay up for the whole run and the workloads are interleaved: workload 1 on
 samsa, then on tansu, workload 2 on samsa, ...; with ``--repeat`` the next round starts with
 tansu. So both brokers see the same background load, the largest source of noise on a shared
@@ -128,7 +132,9 @@ from proc_cpu import cpu_seconds
 
 # samsa-base: samsa from another source tree (--baseline), to compare two versions in one run
 BROKERS = ("samsa", "tansu", "samsa-base")
-SAMSAS = ("samsa", "samsa-base", "samsa-ssl", "samsa-sasl-ssl")
+SAMSAS = ("samsa", "samsa-base", "samsa-ssl", "samsa-sasl-ssl", "samsa-metrics")
+METRICS_BROKER = "samsa-metrics"  # samsa with its Prometheus metrics on (nor this one)
+METRICS_AIM = 0.97  # issue 18: metrics on at most 3% slower than off, on every workload
 TLS_BROKER = "samsa-ssl"  # samsa with an SSL listener (not in the default --brokers)
 SASL_BROKER = "samsa-sasl-ssl"  # samsa with a SASL_SSL listener, SCRAM-SHA-256 (nor this one)
 SECURE_BROKERS = {TLS_BROKER: "SSL", SASL_BROKER: "SASL_SSL"}
@@ -275,6 +281,8 @@ class BrokerProcess:
                             "--override", f"ssl.keystore.location={self.tls.keystore_file}"]
             if self.sasl:
                 command += ["--override", f"sasl.enabled.mechanisms={SASL_MECHANISM}"]
+            if self.name == METRICS_BROKER:
+                command += ["--override", "prometheus.listener=http://127.0.0.1:0"]
             return command
         binary = tansu_binary()
         if binary is None:
@@ -955,6 +963,8 @@ def report(results: list[dict[str, Any]], brokers: list[str]) -> None:
         return
     if any(b in SECURE_BROKERS for b in brokers):
         report_tls(results, [b for b in SECURE_BROKERS if b in brokers])
+    if METRICS_BROKER in brokers:
+        report_metrics(results)
     log("")
     log("aims (samsa):")
 
@@ -1023,6 +1033,33 @@ def report_tls(results: list[dict[str, Any]], secure: list[str]) -> None:
             f"{SSL_PRODUCE_AIM:.0%}): {'met' if ratio >= SSL_PRODUCE_AIM else 'NOT met'}")
 
 
+def report_metrics(results: list[dict[str, Any]]) -> None:
+    """samsa with its metrics on beside samsa with them off (same code, same run)."""
+    table = [["workload", "metrics off", "metrics on", "on / off"]]
+    worse = []
+    for row in ROWS:
+        off = lookup(results, "samsa", row.workload, row.key)
+        on = lookup(results, METRICS_BROKER, row.workload, row.key)
+        if not off or not on or row.workload.startswith("startup"):
+            continue
+        ratio = on / off if row.higher_is_better else off / on
+        table.append([row.label, row.fmt.format(off), row.fmt.format(on), f"{ratio:.3f}x"])
+        if ratio < METRICS_AIM:
+            worse.append(row.label)
+    if len(table) == 1:
+        return
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    log("")
+    log("samsa with metrics on against off (above 1x: on is ahead; CPU and latency inverted)")
+    for i, r in enumerate(table):
+        log(" | ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j])
+                       for j, c in enumerate(r)))
+        if i == 0:
+            log("-+-".join("-" * w for w in widths))
+    log(f"  metrics on at most {1 - METRICS_AIM:.0%} slower on every workload: "
+        + ("met" if not worse else "NOT met (" + ", ".join(worse) + ")"))
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="samsa against Tansu with confluent-kafka; JSON lines on stdout, a table on"
@@ -1030,7 +1067,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--brokers", default=",".join(BROKERS),
                         help="comma-separated, from: samsa, tansu, samsa-base, samsa-ssl, "
-                        "samsa-sasl-ssl (default: samsa, tansu, samsa-base)")
+                        "samsa-sasl-ssl, samsa-metrics (default: samsa, tansu, samsa-base)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all)")
     parser.add_argument("--duration", type=float, default=8.0,
@@ -1062,7 +1099,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.brokers = [b for b in args.brokers.split(",") if b]
     args.workloads = [w for w in args.workloads.split(",") if w]
     for b in args.brokers:
-        if b not in (*BROKERS, *SECURE_BROKERS):
+        if b not in (*BROKERS, *SECURE_BROKERS, METRICS_BROKER):
             parser.error(f"unknown broker {b!r}")
     for w in args.workloads:
         if w not in WORKLOADS:

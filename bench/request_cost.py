@@ -18,6 +18,7 @@ v12 for one topic), ``list_offsets`` (ListOffsets v7, latest offset of one parti
     .venv/bin/python bench/request_cost.py
     git worktree add /tmp/old <commit>                 # two versions, interleaved, one run:
     .venv/bin/python bench/request_cost.py --baseline /tmp/old
+    .venv/bin/python bench/request_cost.py --metrics   # metrics on against off, interleaved
 
 Output: one JSON line per (version, request type) on stdout, a table on stderr.
 """
@@ -123,15 +124,18 @@ class Client:
         return bytes(data)
 
 
-def measure(tree: Path, kind: str, requests: int, profile: Path | None) -> float:
-    """Broker CPU µs per request of ``kind`` for the samsa in ``tree``; with ``profile``, run
-    the broker under cProfile, writing its stats there."""
+def measure(tree: Path, kind: str, requests: int, profile: Path | None,
+            overrides: tuple[str, ...] = ()) -> float:
+    """Broker CPU µs per request of ``kind`` for the samsa in ``tree`` (started with
+    ``overrides``, KEY=VALUE); with ``profile``, run the broker under cProfile, writing its
+    stats there."""
     with tempfile.TemporaryDirectory(prefix="request-cost-") as data:
         port = free_port()
         python = [sys.executable] + (["-m", "cProfile", "-o", str(profile)] if profile else [])
         proc = subprocess.Popen(
             [*python, "-m", "samsa.cli", "server", "--override", f"log.dirs={data}",
-             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"],
+             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+             *(arg for o in overrides for arg in ("--override", o))],
             cwd=tree, env=dict(os.environ, PYTHONPATH=str(tree)),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -161,13 +165,14 @@ def measure(tree: Path, kind: str, requests: int, profile: Path | None) -> float
     return cpu / requests * 1e6
 
 
-def calls_per_request(tree: Path, kind: str, requests: int, workdir: Path) -> float:
+def calls_per_request(tree: Path, kind: str, requests: int, workdir: Path,
+                      overrides: tuple[str, ...] = ()) -> float:
     """Function calls per request: the difference between two profiled runs (``requests`` and
     twice as many), so start-up and shutdown cancel out."""
     counts = []
     for n in (requests, 2 * requests):
         out = workdir / f"{kind}-{n}.prof"
-        measure(tree, kind, n, out)
+        measure(tree, kind, n, out, overrides)
         counts.append(pstats.Stats(str(out)).total_calls)  # type: ignore[attr-defined]
     return (counts[1] - counts[0]) / requests
 
@@ -176,15 +181,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another samsa source tree, measured interleaved with this one")
+    parser.add_argument("--metrics", action="store_true",
+                        help="also this samsa with its metrics on (prometheus.listener), "
+                        "interleaved with it")
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kinds", default=",".join(REQUESTS))
     args = parser.parse_args()
-    trees = {"samsa": PROJECT_DIR}
+    # each variant: a source tree and the overrides its broker starts with
+    trees: dict[str, tuple[Path, tuple[str, ...]]] = {"samsa": (PROJECT_DIR, ())}
     if args.baseline is not None:
         if not (args.baseline / "samsa" / "cli.py").exists():
             parser.error(f"--baseline {args.baseline} is not a samsa source tree")
-        trees["samsa-base"] = args.baseline.resolve()
+        trees["samsa-base"] = (args.baseline.resolve(), ())
+    if args.metrics:
+        trees["samsa-metrics"] = (PROJECT_DIR, ("prometheus.listener=http://127.0.0.1:0",))
     kinds = args.kinds.split(",")
     unknown = set(kinds) - set(REQUESTS)
     if unknown:
@@ -195,10 +206,11 @@ def main() -> None:
             cpu: dict[str, list[float]] = {name: [] for name in trees}
             for round_ in range(args.rounds):
                 order = list(trees.items())
-                for name, tree in order if round_ % 2 == 0 else reversed(order):
-                    cpu[name].append(measure(tree, kind, args.requests, None))
-            for name, tree in trees.items():
-                calls = calls_per_request(tree, kind, max(args.requests // 5, 200), Path(workdir))
+                for name, (tree, overrides) in order if round_ % 2 == 0 else reversed(order):
+                    cpu[name].append(measure(tree, kind, args.requests, None, overrides))
+            for name, (tree, overrides) in trees.items():
+                calls = calls_per_request(tree, kind, max(args.requests // 5, 200), Path(workdir),
+                                          overrides)
                 line = {"broker": name, "request": kind, "calls": round(calls, 1),
                         "cpu_us": round(min(cpu[name]), 1),
                         "repeats": [round(c, 1) for c in cpu[name]]}
@@ -211,6 +223,10 @@ def main() -> None:
         for name in trees:
             line = results[(name, kind)]
             row += f"{line['calls']:>18.1f}{line['cpu_us']:>18.1f}"
+        if "samsa-metrics" in trees:
+            on, off = results[("samsa-metrics", kind)], results[("samsa", kind)]
+            row += f"  metrics on/off: cpu {on['cpu_us'] / off['cpu_us']:.3f}x"
+            row += f", calls {on['calls'] / off['calls']:.3f}x"
         print(row, file=sys.stderr)
 
 

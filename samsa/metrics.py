@@ -12,8 +12,14 @@ Kafka's timers are Yammer histograms (a count, a sum and a sample reservoir givi
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
 RESERVOIR = 1028  # Yammer's default reservoir size, which Kafka's histograms use
+# the stages of a request Kafka times (RequestMetrics' ...TimeMs): all of it, queued behind the
+# connection's earlier requests, handled here (local), waiting on others (remote: followers for
+# acks=all, new records for a long-poll), writing the response (send)
+STAGES = ("TotalTimeMs", "RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs",
+          "ResponseSendTimeMs")
 # Kafka's histogram percentiles, as the Prometheus JMX exporter's rules label them
 QUANTILES = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98),
              ("0.99", 0.99), ("0.999", 0.999))
@@ -22,24 +28,15 @@ QUANTILES = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98),
 class Histogram:
     """Count, sum and the most recent samples (milliseconds for Kafka's ``...TimeMs``)."""
 
-    __slots__ = ("count", "total", "_samples", "_next", "_lock")
+    __slots__ = ("count", "total", "_samples", "_next")
 
-    def __init__(self, threaded: bool = False) -> None:
+    def __init__(self) -> None:
         self.count = 0
         self.total = 0.0
         self._samples: list[float] = []
         self._next = 0
-        # timers recorded from worker threads (log flushes) take a lock; request timers do not
-        self._lock = threading.Lock() if threaded else None
 
     def record(self, value: float) -> None:
-        if self._lock is not None:
-            with self._lock:
-                self._record(value)
-        else:
-            self._record(value)
-
-    def _record(self, value: float) -> None:
         self.count += 1
         self.total += value
         samples = self._samples
@@ -56,6 +53,20 @@ class Histogram:
             return [(label, 0.0) for label, _ in QUANTILES]
         last = len(ordered) - 1
         return [(label, ordered[min(last, int(q * len(ordered)))]) for label, q in QUANTILES]
+
+
+class ThreadedHistogram(Histogram):
+    """A histogram recorded from worker threads too (log flushes, the controller's thread)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def record(self, value: float) -> None:
+        with self._lock:
+            super().record(value)
 
 
 class TopicStats:
@@ -92,7 +103,7 @@ class BrokerTopicStats:
         return stats
 
     def produced(self, topic: str, nbytes: int, messages: int) -> None:
-        stats = self.topic(topic)
+        stats = self.topics.get(topic) or self.topic(topic)
         stats.messages_in += messages
         stats.bytes_in += nbytes
         stats.total_produce_requests += 1
@@ -132,19 +143,43 @@ class BrokerTopicStats:
 
 
 class RequestStats:
-    """Kafka's RequestMetrics for one request name: requests per version and the time spent in
-    each stage of the request's life."""
+    """Kafka's RequestMetrics for one request name and version: how many, and the time spent
+    in each stage of their lives (``STAGES``), kept as one reservoir of samples over the same
+    requests. Recorded with one call per request."""
 
-    __slots__ = ("by_version", "total", "queue", "local", "remote", "send", "throttle")
+    __slots__ = ("count", "sums", "_samples")
 
     def __init__(self) -> None:
-        self.by_version: dict[int, int] = {}
-        self.total = Histogram()
-        self.queue = Histogram()
-        self.local = Histogram()
-        self.remote = Histogram()
-        self.send = Histogram()
-        self.throttle = Histogram()
+        self.count = 0
+        self.sums = [0.0] * len(STAGES)
+        self._samples: list[tuple[float, float, float, float, float] | None] = (
+            [None] * RESERVOIR)
+
+    def record(self, received: float, started: float, handled: float, remote_s: float,
+               sent: float) -> None:
+        """One request's ``time.monotonic()`` times: it arrived, its handling started, its
+        response was ready (``remote_s`` of that spent waiting on others), it was written."""
+        sample = ((sent - received) * 1000.0, (started - received) * 1000.0,
+                  (handled - started - remote_s) * 1000.0, remote_s * 1000.0,
+                  (sent - handled) * 1000.0)
+        self._samples[self.count % RESERVOIR] = sample
+        self.count += 1
+        sums = self.sums
+        sums[0] += sample[0]
+        sums[1] += sample[1]
+        sums[2] += sample[2]
+        sums[3] += sample[3]
+        sums[4] += sample[4]
+
+
+def stage_histogram(versions: Iterable[RequestStats], index: int) -> Histogram:
+    """The histogram of one stage (``STAGES[index]``) over a request's versions."""
+    histogram = Histogram()
+    for stats in versions:
+        histogram.count += stats.count
+        histogram.total += stats.sums[index]
+        histogram._samples += [sample[index] for sample in stats._samples if sample is not None]
+    return histogram
 
 
 class BrokerMetrics:
@@ -152,8 +187,8 @@ class BrokerMetrics:
 
     def __init__(self) -> None:
         self.topics = BrokerTopicStats()
-        self.requests: dict[str, RequestStats] = {}
-        self.log_flush = Histogram(threaded=True)
+        self.requests: dict[tuple[str, int], RequestStats] = {}  # by request name and version
+        self.log_flush = ThreadedHistogram()
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.leader_elections = Histogram()
@@ -162,32 +197,8 @@ class BrokerMetrics:
         self.delayed_produce = 0
         self.delayed_fetch = 0
 
-    def request(self, name: str) -> RequestStats:
-        stats = self.requests.get(name)
+    def request(self, name: str, version: int) -> RequestStats:
+        stats = self.requests.get((name, version))
         if stats is None:
-            stats = self.requests[name] = RequestStats()
+            stats = self.requests[(name, version)] = RequestStats()
         return stats
-
-
-class RequestTiming:
-    """One request's times (``time.monotonic()`` seconds), left by dispatch on its connection
-    and recorded when the response has been written."""
-
-    __slots__ = ("stats", "started", "handled", "remote_s")
-
-    def __init__(self, stats: RequestStats, started: float, handled: float,
-                 remote_s: float) -> None:
-        self.stats = stats
-        self.started = started
-        self.handled = handled
-        self.remote_s = remote_s
-
-    def sent(self, received: float, now: float) -> None:
-        """Kafka's breakdown: queued behind the connection's earlier requests, handled here
-        (local), waiting on others (remote), writing the response (send), and all of it."""
-        stats = self.stats
-        stats.total.record((now - received) * 1000.0)
-        stats.queue.record((self.started - received) * 1000.0)
-        stats.remote.record(self.remote_s * 1000.0)
-        stats.local.record((self.handled - self.started - self.remote_s) * 1000.0)
-        stats.send.record((now - self.handled) * 1000.0)

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from samsa.errors import CloseConnection
-from samsa.metrics import RequestTiming
+from samsa.metrics import RequestStats
 from samsa.security.channel import ListenerSecurity
 from samsa.security.listeners import EndPoint
 from samsa.security.principal import ANONYMOUS, KafkaPrincipal, NoMatchingRule
@@ -100,8 +100,9 @@ class Connection(asyncio.BufferedProtocol):
         self._big_filled = 0
         self._frames: collections.deque[bytes | memoryview] = collections.deque()
         self._arrived: collections.deque[float] = collections.deque()  # each frame's arrival
-        # what dispatch leaves for the request metrics, recorded once the response is sent
-        self.timing: RequestTiming | None = None
+        # what dispatch leaves for the request metrics, recorded once the response is sent:
+        # (RequestStats, handling started, response ready, seconds waiting on others)
+        self.timing: tuple[RequestStats, float, float, float] | None = None
         self._queued_bytes = 0
         self._frame_ready = asyncio.Event()
         self._can_write = asyncio.Event()
@@ -308,7 +309,8 @@ class Connection(asyncio.BufferedProtocol):
                 if not self._frames or self._out_bytes >= _MAX_BUFFERED_OUTPUT:
                     await self._flush_output()
                 if self.timing is not None:
-                    self.timing.sent(received, time.monotonic())
+                    stats, started, handled, remote_s = self.timing
+                    stats.record(received, started, handled, remote_s, time.monotonic())
                     self.timing = None
         except CloseConnection as exc:
             log.info("closing connection from %s: %s", self.peer, exc)

@@ -32,7 +32,7 @@ from samsa.errors import CloseConnection, ErrorCode, KafkaStorageError
 from samsa.handlers import load_handlers
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import APIS
-from samsa.metrics import BrokerMetrics, RequestTiming
+from samsa.metrics import BrokerMetrics
 from samsa.protocol import build
 from samsa.protocol.codec import (
     MalformedRequestError,
@@ -506,9 +506,10 @@ class KafkaServer:
         started = time.monotonic()
         data = await api.handle(ctx, request.body)
         chunks = None if data is None else self._encode(key, version, request, data)
-        stats = metrics.request(ctx.metric_name or api.name)
-        stats.by_version[version] = stats.by_version.get(version, 0) + 1
-        connection.timing = RequestTiming(stats, started, time.monotonic(), ctx.remote_s)
+        name = ctx.metric_name or api.name
+        connection.timing = (metrics.requests.get((name, version))
+                             or metrics.request(name, version),
+                             started, time.monotonic(), ctx.remote_s)
         return chunks
 
     @staticmethod

@@ -33,7 +33,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.samples import Sample
 
 from samsa.coordinator.group import GroupState
-from samsa.metrics import BrokerMetrics, Histogram
+from samsa.metrics import STAGES, BrokerMetrics, Histogram, RequestStats, stage_histogram
 
 if TYPE_CHECKING:
     from samsa.server.kafka_server import KafkaServer
@@ -42,9 +42,7 @@ log = logging.getLogger(__name__)
 
 _MAX_REQUEST_HEAD = 8192
 _READ_TIMEOUT_S = 10.0
-_REQUEST_TIMERS = (("totaltimems", "total"), ("requestqueuetimems", "queue"),
-                   ("localtimems", "local"), ("remotetimems", "remote"),
-                   ("responsesendtimems", "send"))
+_REQUEST_TIMERS = tuple(stage.lower() for stage in STAGES)
 _TOPIC_COUNTERS = (("messagesin", "messages_in"), ("bytesin", "bytes_in"),
                    ("bytesout", "bytes_out"), ("bytesrejected", "bytes_rejected"),
                    ("totalproducerequests", "total_produce_requests"),
@@ -114,13 +112,15 @@ class BrokerCollector:
         timers = {name: SummaryMetricFamily(f"kafka_network_requestmetrics_{name}",
                                             f"Kafka's RequestMetrics {name}",
                                             labels=["request"])
-                  for name, _ in _REQUEST_TIMERS}
-        for request, stats in sorted(self.metrics.requests.items()):
-            for version, count in sorted(stats.by_version.items()):
-                requests.add_metric([request, str(version)], count)
-            for name, attribute in _REQUEST_TIMERS:
+                  for name in _REQUEST_TIMERS}
+        by_name: dict[str, list[RequestStats]] = {}
+        for (request, version), stats in sorted(self.metrics.requests.items()):
+            requests.add_metric([request, str(version)], stats.count)
+            by_name.setdefault(request, []).append(stats)
+        for request, versions in by_name.items():
+            for index, name in enumerate(_REQUEST_TIMERS):
                 _timer(timers[name].name, "", {"request": request},
-                       getattr(stats, attribute), timers[name])
+                       stage_histogram(versions, index), timers[name])
         yield requests
         yield from timers.values()
         purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",

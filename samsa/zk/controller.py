@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from samsa.cluster.placement import check_target
 from samsa.cluster.topic_admin import TP, Outcome
 from samsa.errors import ErrorCode
-from samsa.metrics import Histogram
+from samsa.metrics import ThreadedHistogram
 from samsa.zk import reassignment
 from samsa.zk.leader_election import (
     initial_state,
@@ -80,7 +80,7 @@ class Controller:
         # Kafka's controller metrics: partitions with no leader as last written or read,
         # leader elections (how long each took) and the unclean ones among them
         self.offline: set[TP] = set()
-        self.elections = Histogram(threaded=True)
+        self.elections = ThreadedHistogram()
         self.unclean_elections = 0
         self._events = concurrent.futures.ThreadPoolExecutor(1, "samsa-controller")
         self._watching = False
