@@ -177,6 +177,54 @@ def _parse(kind: Type, value: Any) -> Any:
     return str(value).strip() if isinstance(value, str) else str(value)
 
 
+# compression.type: Kafka's BrokerCompressionType. "producer" keeps the producer's codec;
+# the others are the codec every batch is stored with ("uncompressed": none).
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+# The codecs' levels (KIP-390), Kafka's defaults and ranges: gzip's -1 is zlib's default (6),
+# lz4's default 9 is lz4's fast compressor (another level: its high compressor), zstd's from
+# the zstd library (ZSTD_minCLevel to ZSTD_MAX_CLEVEL).
+GZIP_DEFAULT_LEVEL = -1
+LZ4_DEFAULT_LEVEL = 9
+ZSTD_DEFAULT_LEVEL = 3
+
+
+def _gzip_level(name: str, value: Any) -> None:
+    if value != GZIP_DEFAULT_LEVEL and not 1 <= value <= 9:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be "
+                          f"between 1 and 9 or equal to {GZIP_DEFAULT_LEVEL}")
+
+
+_COMPRESSION_TYPE_DOC = (
+    "The codec batches are stored with: gzip, snappy, lz4, zstd, uncompressed (none), or "
+    "producer (each batch keeps the producer's codec). A batch produced with another codec is "
+    "recompressed on append.")
+
+
+def _compression_keys(default_doc: bool) -> list[Key]:
+    """compression.type and the three level keys: a topic's, or (``default_doc``) the
+    broker's, whose names are the same (Kafka's ServerTopicConfigSynonyms.sameName)."""
+    def doc(text: str, topic: str) -> str:
+        return f"Default {topic}." if default_doc else text
+
+    def key(name: str, type_: Type, default: Any, text: str, validator: Validator) -> Key:
+        return Key(name, type_, default, doc(text, name), validator,
+                   topic=name if default_doc else None)
+
+    return [
+        key("compression.type", Type.STRING, "producer", _COMPRESSION_TYPE_DOC,
+            one_of(*COMPRESSION_TYPES)),
+        key("compression.gzip.level", Type.INT, GZIP_DEFAULT_LEVEL,
+            "The gzip level batches are recompressed with where compression.type is gzip: 1 "
+            "to 9, or -1 (zlib's default).", _gzip_level),
+        key("compression.lz4.level", Type.INT, LZ4_DEFAULT_LEVEL,
+            "The lz4 level batches are recompressed with where compression.type is lz4: 1 to "
+            "17.", between(1, 17)),
+        key("compression.zstd.level", Type.INT, ZSTD_DEFAULT_LEVEL,
+            "The zstd level batches are recompressed with where compression.type is zstd: "
+            "-131072 to 22.", between(-131072, 22)),
+    ]
+
+
 # --- topic keys -----------------------------------------------------------------------------
 
 TOPIC_KEYS: dict[str, Key] = {
@@ -236,6 +284,7 @@ TOPIC_KEYS: dict[str, Key] = {
         Key("unclean.leader.election.enable", Type.BOOLEAN, False,
             "Let a replica outside the ISR lead when no in-sync replica is left (records may "
             "be lost)."),
+        *_compression_keys(default_doc=False),
     ]
 }
 
@@ -609,6 +658,7 @@ BROKER_KEYS: dict[str, Key] = {
             "Default min.compaction.lag.ms.", at_least(0), topic="min.compaction.lag.ms"),
         Key("log.cleaner.max.compaction.lag.ms", Type.LONG, LONG_MAX,
             "Default max.compaction.lag.ms.", at_least(1), topic="max.compaction.lag.ms"),
+        *_compression_keys(default_doc=True),
     ]
 }
 
@@ -769,6 +819,10 @@ class LogConfig:
     min_insync_replicas: int = TOPIC_KEYS["min.insync.replicas"].default
     unclean_leader_election_enable: bool = TOPIC_KEYS["unclean.leader.election.enable"].default
     message_format_version: str = TOPIC_KEYS["message.format.version"].default
+    compression_type: str = TOPIC_KEYS["compression.type"].default
+    compression_gzip_level: int = TOPIC_KEYS["compression.gzip.level"].default
+    compression_lz4_level: int = TOPIC_KEYS["compression.lz4.level"].default
+    compression_zstd_level: int = TOPIC_KEYS["compression.zstd.level"].default
 
     @classmethod
     def from_props(

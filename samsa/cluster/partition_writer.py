@@ -14,19 +14,20 @@ from samsa.records.batch import iter_headers
 class LogPartitionWriter:
     def __init__(self, replicas: Replicas, topic_admin: TopicAdmin, topic: str,
                  partitions: int, segment_bytes: int, replication_factor: int,
-                 single_node: bool) -> None:
+                 single_node: bool, compression_type: str = "producer") -> None:
         self.replicas = replicas
         self.topic_admin = topic_admin
         self.topic = topic
         self.partitions = partitions
         self.segment_bytes = segment_bytes
         self.replication_factor = replication_factor
+        self.compression_type = compression_type  # the topic's, when it is created
         # a single node coordinates everything; a cluster's broker what it leads
         self.single_node = single_node
 
     def ensure_topic(self) -> None:
         self.topic_admin.ensure_internal_topic(self.topic, self.partitions, self.segment_bytes,
-                                               self.replication_factor)
+                                               self.replication_factor, self.compression_type)
 
     def owns(self, index: int) -> bool:
         if self.single_node:

@@ -127,14 +127,18 @@ class TopicAdmin(ABC):
         return False
 
     def ensure_internal_topic(self, name: str, partitions: int, segment_bytes: int,
-                              replication_factor: int = 1) -> None:
+                              replication_factor: int = 1,
+                              compression_type: str = "producer") -> None:
         """A coordinator's compacted internal topic, created on first use with the
-        replication factor capped by the live brokers."""
+        replication factor capped by the live brokers. Its ``compression.type`` is set, as
+        Kafka sets it, so that the broker's default does not recompress the coordinator's
+        batches."""
         if self.replicas.store.get(name) is not None or self.is_being_created(name):
             return
         try:
             self.create_topic(name, partitions, {"cleanup.policy": "compact",
-                                                 "segment.bytes": str(segment_bytes)},
+                                                 "segment.bytes": str(segment_bytes),
+                                                 "compression.type": compression_type},
                               internal=True, replication_factor=min(
                                   replication_factor, len(self.live_brokers())))
         except KafkaError:

@@ -1,9 +1,11 @@
 """The four codecs of Kafka's record batches, as Kafka frames them.
 
 gzip is a gzip stream; snappy is snappy-java's "xerial" framing (raw blocks are read too);
-lz4 is the LZ4 frame format; zstd is a zstd frame. The broker stores batches as sent and
-decompresses only to look inside them: a produced batch's records are counted (as Kafka's
-LogValidator iterates them), and tools, timestamps and compaction read them.
+lz4 is the LZ4 frame format (independent 64 KiB blocks, which Kafka's Java reader needs); zstd
+is a zstd frame. The broker stores batches as sent and decompresses only to look inside them:
+a produced batch's records are counted (as Kafka's LogValidator iterates them), and tools,
+timestamps and compaction read them. A topic whose ``compression.type`` names a codec has the
+batches of other codecs recompressed on append (``recompress_batch``).
 """
 
 from __future__ import annotations
@@ -15,20 +17,42 @@ from collections.abc import Iterator
 
 import cramjam
 
+from samsa.config import (
+    GZIP_DEFAULT_LEVEL,
+    LZ4_DEFAULT_LEVEL,
+    ZSTD_DEFAULT_LEVEL,
+    LogConfig,
+)
 from samsa.errors import CorruptRecordError, UnsupportedCompressionError
-from samsa.records.batch import Compression
+from samsa.records.batch import (
+    ATTRIBUTES,
+    BATCH_LENGTH,
+    CRC,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    Attr,
+    BatchHeader,
+    Compression,
+    crc_of,
+)
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_UINT32 = struct.Struct(">I")
 
 
-def compress(codec: Compression, data: bytes) -> bytes:
+def compress(codec: Compression, data: bytes | memoryview, level: int | None = None) -> bytes:
+    """``data`` in ``codec``'s framing, at ``level`` (gzip, lz4, zstd: Kafka's
+    compression.<codec>.level; None: Kafka's default level)."""
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
-        return gzip.compress(data, compresslevel=6)
+        if level is None or level == GZIP_DEFAULT_LEVEL:
+            level = zlib.Z_DEFAULT_COMPRESSION
+        return gzip.compress(data, compresslevel=level)
     if codec == Compression.SNAPPY:
         parts = [_XERIAL_HEADER]
         for start in range(0, len(data), _XERIAL_BLOCK):
@@ -37,10 +61,64 @@ def compress(codec: Compression, data: bytes) -> bytes:
             parts.append(block)
         return b"".join(parts)
     if codec == Compression.LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        # Independent blocks: Kafka's Java reader refuses a frame of linked ones ("Dependent
+        # block stream is unsupported"), which is lz4's default. Kafka compresses its default
+        # level with lz4's fast compressor, others with the high-compression one at that level.
+        fast = level is None or level == LZ4_DEFAULT_LEVEL
+        frame = cramjam.lz4.Compressor(level=None if fast else level, content_checksum=False,
+                                       block_linked=False)
+        frame.compress(bytes(data))
+        return bytes(frame.finish())
     if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, ZSTD_DEFAULT_LEVEL if level is None else level))
     raise UnsupportedCompressionError(f"unknown compression codec {int(codec)}")
+
+
+# compression.type -> the codec batches are stored with ("producer": none forced)
+_TOPIC_CODECS = {
+    "uncompressed": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+
+
+def topic_compression(config: LogConfig) -> tuple[Compression, int | None] | None:
+    """The codec and level a log's ``compression.type`` stores batches with (Kafka's
+    LogConfig.compression); None for ``producer``: every batch keeps its own codec."""
+    codec = _TOPIC_CODECS.get(config.compression_type)
+    if codec is None:
+        return None
+    if codec == Compression.GZIP:
+        return codec, config.compression_gzip_level
+    if codec == Compression.LZ4:
+        return codec, config.compression_lz4_level
+    if codec == Compression.ZSTD:
+        return codec, config.compression_zstd_level
+    return codec, None
+
+
+def recompress_batch(batch: bytes | memoryview, header: BatchHeader, codec: Compression,
+                     level: int | None = None) -> bytearray:
+    """The batch ``batch`` (whose parsed header is ``header``, validated already) with its
+    records in ``codec``: the records' bytes unchanged (keys, values, headers, offset and
+    timestamp deltas), the header's fields but the codec bits and the length kept (offsets,
+    timestamps, producer id, epoch and sequence, transactional and control flags), a new
+    CRC. What Kafka's LogValidator does for a topic whose compression.type differs from the
+    producer's codec, minus its renumbering of inner offsets (a v2 client's are 0..n-1)."""
+    view = memoryview(batch)
+    body: bytes | memoryview = view[HEADER_SIZE : header.size]
+    if header.compression != Compression.NONE:
+        body = decompress_bounded(header.compression, body, decompressed_limit(len(body)))
+    payload = compress(codec, body, level)
+    out = bytearray(HEADER_SIZE + len(payload))
+    out[:HEADER_SIZE] = view[:HEADER_SIZE]
+    out[HEADER_SIZE:] = payload
+    _INT32.pack_into(out, BATCH_LENGTH, len(out) - LOG_OVERHEAD)
+    _INT16.pack_into(out, ATTRIBUTES, (header.attributes & ~Attr.CODEC_MASK) | int(codec))
+    _UINT32.pack_into(out, CRC, crc_of(out, 0, len(out)))
+    return out
 
 
 def decompress(codec: Compression, data: bytes | memoryview) -> bytes:

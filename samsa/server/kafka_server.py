@@ -202,6 +202,7 @@ class KafkaServer:
             c.get("transaction.state.log.num.partitions"),
             c.get("transaction.state.log.segment.bytes"),
             c.get("transaction.state.log.replication.factor"), single_node=self.mode.single_node,
+            compression_type="uncompressed",  # Kafka's TransactionStateManager sets it so
         ))
         await self.txn_coordinator.start()
         if self.authorizer is not None:  # the ACLs, before any request is decided

@@ -1,7 +1,8 @@
 """A partition log: a directory of segments, as Kafka lays it out on disk.
 
     orders-0/
-        00000000000000000000.log        record batches, exactly as producers sent them
+        00000000000000000000.log        record batches as producers sent them (recompressed
+                                        where compression.type names another codec)
         00000000000000000000.index      sparse offset -> file position
         00000000000000000000.timeindex  sparse timestamp -> offset
         00000000000000172034.log        ... the next segment, named by its base offset
@@ -43,12 +44,14 @@ from samsa.records.batch import (
     MIN_BATCH_LENGTH,
     NO_TIMESTAMP,
     BatchHeader,
+    Compression,
     read_header,
     set_log_append_time,
     stamp,
     stamp_prefix,
     validate_batches,
 )
+from samsa.records.compression import recompress_batch, topic_compression
 from samsa.records.control import encode_marker, read_marker
 from samsa.records.record import (
     decode_records,
@@ -412,32 +415,54 @@ class Log:
                                   self.log_start_offset, headers, True)
 
         first = offset = self.log_end_offset
+        target = topic_compression(self.config)
         stamped: list[BatchHeader] = []
         iov: list[bytes | bytearray | memoryview] = []
-        pos = 0
+        pos = written = 0
         for header in headers:
             size = header.size
-            if append_time >= 0:
+            copy: bytearray | None = None
+            if target is not None and header.compression != target[0]:
+                copy = self._recompress(view[pos : pos + size], header, *target)
+            elif append_time >= 0:
                 copy = bytearray(view[pos : pos + size])
+            if copy is not None:  # the batch changes under its CRC
                 stamp(copy, 0, offset, leader_epoch)
-                set_log_append_time(copy, 0, size, append_time)
-                header = header._replace(max_timestamp=append_time)
+                if append_time >= 0:
+                    set_log_append_time(copy, 0, len(copy), append_time)
+                final = read_header(copy)
                 iov.append(copy)
             else:
                 iov.append(stamp_prefix(offset, header.batch_length, leader_epoch))
                 iov.append(view[pos + 16 : pos + size])
-            final = BatchHeader(offset, header[1], leader_epoch, *header[3:])
+                final = BatchHeader(offset, header[1], leader_epoch, *header[3:])
             stamped.append(final)
             offset = final.next_offset
             pos += size
+            written += final.size
+        if written > self.config.segment_bytes:  # recompressed to more than the segment holds
+            raise RecordListTooLargeError(
+                f"{written} bytes of records exceed segment.bytes {self.config.segment_bytes}")
 
-        self._maybe_roll(len(view), stamped, now).append(iov, stamped)
+        self._maybe_roll(written, stamped, now).append(iov, stamped)
         if producer_batch is not None:
             producer_batch.commit([h for h in stamped if h.producer_id >= 0])
         if leader_epoch > self.epochs.latest_epoch:
             self.epochs.assign(leader_epoch, first)
         self._count_unflushed(offset - first)
         return AppendInfo(first, offset - 1, append_time, self.log_start_offset, headers)
+
+    def _recompress(self, batch: memoryview, header: BatchHeader, codec: Compression,
+                    level: int | None) -> bytearray:
+        """``batch`` in the topic's codec (compression.type), as Kafka's LogValidator rebuilds
+        it; refused, as Kafka refuses it, when that makes it larger than max.message.bytes."""
+        copy = recompress_batch(batch, header, codec, level)
+        if len(copy) > self.config.max_message_bytes:
+            raise MessageTooLargeError(
+                f"record batch of {len(copy)} bytes in {codec.name.lower()} (compression.type "
+                f"{self.config.compression_type}) exceeds max.message.bytes "
+                f"{self.config.max_message_bytes}")
+        return copy
 
     def _append_as_follower(self, view: memoryview, headers: list[BatchHeader]) -> AppendInfo:
         first = headers[0].base_offset

@@ -157,6 +157,35 @@ def test_compression(broker3, make_producer, make_consumer, codec):
     assert [(r.offset, r.value) for r in got] == [(i, m["value"]) for i, m in enumerate(messages)]
 
 
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_broker_compression_type_read_by_kafka_python(broker_factory, codec):
+    """compression.type on the broker: kafka-python's uncompressed batches are stored in the
+    broker's codec, and kafka-python's decoders read the batches the broker compressed."""
+    broker = broker_factory(compression_type=codec)
+    topic = f"stored-{codec}"
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=20,
+                             max_block_ms=int(DEADLINE * 1000))
+    messages = [{"key": b"k%d" % i, "value": b"%d " % i + b"payload" * 40,
+                 "headers": [("n", b"%d" % i)], "partition": 0} for i in range(100)]
+    try:
+        send_all(producer, topic, messages)
+    finally:
+        producer.close(timeout=5)
+    assert {h.compression for h in batches_on_disk(broker, topic, 0)} == {
+        Compression[codec.upper()]}
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers,
+                             enable_auto_commit=False, fetch_max_wait_ms=100,
+                             request_timeout_ms=int(DEADLINE * 1000))
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        got = poll_records(consumer, 100)
+    finally:
+        consumer.close(autocommit=False)
+    assert [(r.offset, r.key, r.value, list(r.headers)) for r in got] == [
+        (i, m["key"], m["value"], m["headers"]) for i, m in enumerate(messages)]
+
+
 def test_seek_to_beginning_and_end(make_producer, make_consumer):
     producer = make_producer()
     send_all(producer, "seek", [{"value": b"%d" % i, "partition": 1} for i in range(10)])

@@ -10,10 +10,18 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from waiting import wait_for
 
 import samsa
+from samsa.records.batch import Compression, iter_headers
 from samsa.tools.zookeeper_server import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -122,6 +130,41 @@ def test_replicated_topic_survives_its_leaders_broker(cluster: list[samsa.Broker
     for p in range(3):
         expected = [v for part, _, v in sorted(acked) if part == p]
         assert got[p] == expected, f"partition {p} differs from what was acknowledged"
+
+
+def test_compression_type_in_a_cluster(cluster: list[samsa.Broker]) -> None:
+    """The leader recompresses to the topic's compression.type; the followers copy its batches
+    as they are (never recompressed), so every replica holds the same bytes, before and after
+    the topic's codec is altered through ZooKeeper."""
+    servers = bootstrap(cluster)
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic("packed", 1, 3, config={"compression.type": "zstd"})])[
+        "packed"].result(30)
+    wait_for(lambda: (s := leaders(admin, "packed")) and all(
+        leader >= 0 and len(isr) == 3 for leader, _, isr in s.values()),
+        timeout=30, what="a leader and a full ISR")
+    logs = [b.server.replicas.partition("packed", 0).log for b in cluster]
+
+    def codecs_once_replicated(end: int) -> list[Compression]:
+        wait_for(lambda: {lg.log_end_offset for lg in logs} == {end},
+                 what="the replicas to catch up")
+        stored = {lg.read_batches(0) for lg in logs}
+        assert len(stored) == 1  # the same bytes on every replica
+        return [h.compression for _, h in iter_headers(stored.pop())]
+
+    acked = produce(servers, "packed", [f"z{i}".encode() * 20 for i in range(100)])
+    assert set(codecs_once_replicated(100)) == {Compression.ZSTD}
+
+    change = ConfigResource(ResourceType.TOPIC, "packed", incremental_configs=[ConfigEntry(
+        "compression.type", "gzip", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([change])[change].result(30)
+    wait_for(lambda: all(lg.config.compression_type == "gzip" for lg in logs),
+             what="the new config on every replica")
+    acked += produce(servers, "packed", [f"g{i}".encode() * 20 for i in range(100)])
+    codecs = codecs_once_replicated(200)
+    assert codecs[0] == Compression.ZSTD and codecs[-1] == Compression.GZIP
+    assert codecs == sorted(codecs, key=lambda c: c != Compression.ZSTD)
+    assert read_all(servers, "packed", 1)[0] == [v for _, _, v in sorted(acked)]
 
 
 def test_consumer_group_in_a_cluster(cluster: list[samsa.Broker]) -> None:
