@@ -532,6 +532,8 @@ class ReplicaFetcher:
                 for chunk in _chunks(view, log_.config.segment_bytes):
                     log_.append(chunk, assign_offsets=False)
                 appended = True
+                if partition.metrics is not None:  # Kafka's ReplicationBytesInPerSec
+                    partition.metrics.topics.replication_bytes_in += len(view)
         leader_start = data.log_start_offset
         if leader_start > log_.log_start_offset:
             log_.delete_records_before(min(leader_start, log_.log_end_offset))

@@ -87,6 +87,11 @@ def test_replication_and_controller_metrics(brokers: list[samsa.Broker]) -> None
     for b in brokers:
         wait_for(lambda b=b: gauge(b, "kafka_server_replicafetchermanager_maxlag",
                                    clientid="Replica") == 0, what="the followers caught up")
+    # what one broker's followers fetched is what the other's leaders sent them
+    wait_for(lambda: sum(gauge(b, "kafka_server_brokertopicmetrics_replicationbytesin_total")
+                         for b in brokers) >= 200 * 50, what="the replicated bytes counted")
+    assert sum(gauge(b, "kafka_server_brokertopicmetrics_replicationbytesout_total")
+               for b in brokers) >= 200 * 50
 
     controller = next(b for b in brokers
                       if gauge(b, "kafka_controller_kafkacontroller_activecontrollercount"))
