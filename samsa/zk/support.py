@@ -17,6 +17,7 @@ from samsa.security.channel import InterBrokerSecurity
 from samsa.security.listeners import EndPoint
 from samsa.storage.log_dir_failure import LogDirFailureChannel
 from samsa.zk.acls import ZkAclStore
+from samsa.zk.client_quotas import ZkQuotaStore
 from samsa.zk.config_manager import ZkConfigManager
 from samsa.zk.controlled_shutdown import ask_controlled_shutdown
 from samsa.zk.controller import Controller
@@ -83,6 +84,11 @@ class ZkSupport:
         """SCRAM credentials in ZooKeeper (/config/users), followed through the config change
         notifications."""
         return ZkScramStore(self.membership.zk, self.config_manager)
+
+    def quota_store(self, metadata_dir: Path, failures: LogDirFailureChannel) -> ZkQuotaStore:
+        """Client quotas in ZooKeeper (/config/users, /config/clients), followed through the
+        config change notifications."""
+        return ZkQuotaStore(self.membership.zk, self.config_manager)
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         """Register (``endpoints``: the advertised listeners), take part in the election (the
