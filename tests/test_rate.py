@@ -99,3 +99,20 @@ def test_a_rate_needs_windows():
         WindowedRate(0, 1000, now_ms=0)
     with pytest.raises(ValueError):
         WindowedRate(11, 0, now_ms=0)
+
+
+def test_a_greedy_client_over_time_as_kafkas_rate_holds_it():
+    """A client sending 16 KiB requests, each as soon as its throttle time is over (2 ms round
+    trips), under a quota of 1 MiB/s: the share of the quota it gets in each 10 s. The
+    expected numbers are those Kafka 3.9's own Rate, SampledStat and QuotaUtils classes give
+    for the same loop (compiled from Kafka's sources and run on the JVM)."""
+    quota = 1024 * 1024
+    rate = WindowedRate(11, 1000, now_ms=0)
+    sent = [0] * 8
+    now = 0
+    while now < 80_000:
+        rate.record(16_384, now)
+        sent[now // 10_000] += 16_384
+        now += throttle_time_ms(rate, quota, now) + 2
+    assert [round(s / 10 / quota, 3) for s in sent] == [
+        1.113, 1.1, 1.1, 1.1, 1.1, 0.755, 0.766, 0.988]
