@@ -76,7 +76,7 @@ def test_every_kind_of_entity(broker: Broker, run) -> None:  # noqa: ANN001
         "producer_byte_rate=77.0"])
     assert lines(run("--client", client, "--describe")) == [
         f"Quota configs for client-id '{client}' are controller_mutation_rate=0.5"]
-    assert f"Quota configs for the default client-id are producer_byte_rate=1.0E7" in lines(
+    assert "Quota configs for the default client-id are producer_byte_rate=1.0E7" in lines(
         run("--entity-type", "clients", "--describe"))
     assert lines(run("--user-defaults", "--describe")) == [
         "Quota configs for the default user-principal are consumer_byte_rate=3000.0"]
