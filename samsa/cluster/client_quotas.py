@@ -133,7 +133,7 @@ class QuotaEntity:
 
     def __str__(self) -> str:
         """As Kafka's ClientQuotaEntity prints itself in its error messages."""
-        entries = ", ".join(f"{t}={n}" for t, n in self.components())
+        entries = ", ".join(f"{t}={'null' if n is None else n}" for t, n in self.components())
         return f"ClientQuotaEntity(entries={{{entries}}})"
 
 
