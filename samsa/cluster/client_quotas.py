@@ -201,13 +201,13 @@ def _entity_of(components: Sequence[tuple[str, str | None]]) -> tuple[QuotaEntit
                           "with User or ClientId")
         return None, "IP quotas (connection_creation_rate) are not supported by samsa"
 
-    def name(entity_type: str) -> Name | None:
+    def named(entity_type: str) -> Name | None:
         if entity_type not in entries:
             return None
         given = entries[entity_type]
         return DEFAULT if given is None else given
 
-    return QuotaEntity(name(USER), name(CLIENT_ID)), ""
+    return QuotaEntity(named(USER), named(CLIENT_ID)), ""
 
 
 def _value_problem(key: str, value: float) -> str | None:

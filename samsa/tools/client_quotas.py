@@ -37,7 +37,7 @@ def _schema(api: str, version: int, name: str) -> Any:
 
 def _components(types: Sequence[str], names: Sequence[str]) -> list[tuple[str, int, str | None]]:
     """kafka-configs' filter: a name is an exact match, "" the default, none any name."""
-    out = []
+    out: list[tuple[str, int, str | None]] = []
     for i, entity_type in enumerate(types):
         if i >= len(names):
             out.append((ENTITY_TYPE[entity_type], _SPECIFIED, None))
