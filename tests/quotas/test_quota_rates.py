@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_frames import FrameClient
 
 import samsa
+from samsa.tools import client_quotas
 
 from .support import CLIENT_ID, set_quotas
 
@@ -74,7 +75,7 @@ def produce(bootstrap: str, client_id: str, topic: str, seconds: float, most: in
 
     producer = Producer({
         "bootstrap.servers": bootstrap, "client.id": client_id, "acks": 1,
-        "batch.size": 16384, "linger.ms": 5, "queue.buffering.max.messages": 2000,
+        "batch.size": 32768, "linger.ms": 5, "queue.buffering.max.messages": 2000,
         "throttle_cb": lambda event: traffic.throttles.append(event.throttle_time)})
     deadline = None
     while deadline is None or time.monotonic() < deadline:
@@ -152,3 +153,35 @@ def test_a_held_consumer_and_an_unthrottled_one_beside_it(broker: samsa.Broker) 
     assert free.overall() > 5 * QUOTA, f"{free.overall() / QUOTA:.1f} times the quota"
     assert not any(t > 0 for t in free.throttles), free.throttles
 
+
+
+def test_a_users_quota_holds_that_user_whatever_its_client_id(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Authenticated users (SASL SCRAM): alice's quota holds alice, not bob beside her on the
+    same client id (set with samsa configs' client, logged in as admin)."""
+    with samsa.Broker(tmp_path_factory.mktemp("users"), security_protocol="SASL_PLAINTEXT",
+                      users={"admin": "admin-secret", "alice": "alice-secret",
+                             "bob": "bob-secret"}, sasl_mechanism="SCRAM-SHA-256") as b:
+        admin = AdminClient(b.client_config())
+        admin.create_topics([NewTopic("users", 1, 1)])["users"].result(30)
+        login = {k: str(v) for k, v in b.client_config(user="admin").items()
+                 if k != "bootstrap.servers"}
+        with client_quotas.pool(b.bootstrap_servers, login) as pool:
+            client_quotas.alter(pool, ["users"], ["alice"], {"producer_byte_rate": "50000"}, [])
+        traffic = {name: Traffic() for name in ("alice", "bob")}
+        for name, seen in traffic.items():
+            producer = Producer({
+                **b.client_config(user=name), "client.id": "shared", "batch.size": 65536,
+                "throttle_cb": lambda event, seen=seen: seen.throttles.append(
+                    event.throttle_time)})
+            for _ in range(1000):  # 1 MB: twice what alice may send in her window at once
+                while True:
+                    try:
+                        producer.produce("users", VALUE)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                producer.poll(0)
+            producer.flush(60)
+        assert any(t > 0 for t in traffic["alice"].throttles), traffic["alice"].throttles
+        assert not any(t > 0 for t in traffic["bob"].throttles), traffic["bob"].throttles
