@@ -15,7 +15,9 @@ parsed and validated here; a bad key or value raises :class:`ConfigError` naming
 
 from __future__ import annotations
 
+import decimal
 import logging
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -500,6 +502,17 @@ BROKER_KEYS: dict[str, Key] = {
             "against it); more are closed when accepted.", at_least(0)),
         Key("connections.max.idle.ms", Type.LONG, 10 * 60 * 1000,
             "A connection with no request or response for this long is closed.", at_least(1)),
+        # client quotas (samsa/server/quotas.py): the windows their rates are measured over
+        Key("quota.window.num", Type.INT, 11,
+            "Samples kept by the client quotas' rates (10 whole windows and the current one).",
+            at_least(1)),
+        Key("quota.window.size.seconds", Type.INT, 1,
+            "The time span of each sample of the client quotas' rates.", at_least(1)),
+        Key("controller.quota.window.num", Type.INT, 11,
+            "Samples of the controller mutation quotas (their token buckets hold this many "
+            "windows of the rate).", at_least(1)),
+        Key("controller.quota.window.size.seconds", Type.INT, 1,
+            "The time span of each sample of the controller mutation quotas.", at_least(1)),
         # Kafka's thread pools: an event loop has none of them. Accepted (so that Kafka's own
         # server.properties starts samsa) and shown by DescribeConfigs, with no effect.
         Key("log.message.format.version", Type.STRING, "3.0-IV1",
@@ -659,6 +672,27 @@ BROKER_KEYS: dict[str, Key] = {
         Key("log.cleaner.max.compaction.lag.ms", Type.LONG, LONG_MAX,
             "Default max.compaction.lag.ms.", at_least(1), topic="max.compaction.lag.ms"),
         *_compression_keys(default_doc=True),
+    ]
+}
+
+
+# The quotas of a user, a client id or a user's client id (Kafka's QuotaConfigs, the entity
+# configs of /config/users and /config/clients): set by AlterClientQuotas, never in
+# server.properties. The defaults are "no quota".
+CLIENT_QUOTA_KEYS: dict[str, Key] = {
+    k.name: k
+    for k in [
+        Key("producer_byte_rate", Type.LONG, LONG_MAX,
+            "A rate representing the upper bound (bytes/sec) for producer traffic."),
+        Key("consumer_byte_rate", Type.LONG, LONG_MAX,
+            "A rate representing the upper bound (bytes/sec) for consumer traffic."),
+        Key("request_percentage", Type.DOUBLE, float(INT_MAX),
+            "A percentage representing the upper bound of time spent for processing requests "
+            "(samsa: of its event loop's time, see samsa/server/quotas.py)."),
+        Key("controller_mutation_rate", Type.DOUBLE, float(INT_MAX),
+            "The rate at which mutations are accepted for the create topics request, the "
+            "create partitions request and the delete topics request. The rate is accumulated "
+            "by the number of partitions created or deleted."),
     ]
 }
 
@@ -876,3 +910,23 @@ def parse_properties(lines: Iterable[str]) -> dict[str, str]:
             raise ConfigError(f"line {number}: expected key=value, got {line!r}")
         props[key.strip()] = value.strip()
     return props
+
+
+def java_double(value: float) -> str:
+    """A double as Java's Double.toString writes it (``1024.0``, ``1.0E7``, ``5.0E-4``): how
+    Kafka stores a DOUBLE quota in ZooKeeper and how kafka-configs prints quota values."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    sign = "-" if value < 0 else ""
+    magnitude = abs(value)
+    shortest = decimal.Decimal(repr(magnitude)).normalize()
+    if 1e-3 <= magnitude < 1e7:
+        text = format(shortest, "f")
+        return sign + (text if "." in text else text + ".0")
+    digits = "".join(map(str, shortest.as_tuple().digits))
+    exponent = shortest.adjusted()
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"

@@ -18,6 +18,7 @@ _MODULES = (
     "cluster_admin",
     "acls",
     "sasl",
+    "client_quotas",
 )
 
 

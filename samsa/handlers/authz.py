@@ -194,6 +194,8 @@ REQUIRED: dict[int, tuple[Check, ...]] = {
     45: (C(Op.ALTER, Res.CLUSTER),),
     46: (C(Op.DESCRIBE, Res.CLUSTER),),
     47: (C(Op.DELETE, Res.GROUP), C(Op.READ, Res.TOPIC, "each topic")),
+    48: (C(Op.DESCRIBE_CONFIGS, Res.CLUSTER),),
+    49: (C(Op.ALTER_CONFIGS, Res.CLUSTER, "every entry's result"),),
     50: (C(Op.DESCRIBE, Res.CLUSTER),),
     51: (C(Op.ALTER, Res.CLUSTER, "every user's result"),),
     60: (C(Op.DESCRIBE, Res.CLUSTER, "cluster authorized operations only"),),

@@ -14,6 +14,7 @@ from samsa.security.acl import ANONYMOUS_PRINCIPAL
 
 if TYPE_CHECKING:  # all from the layers below the handlers
     from samsa.cluster.acls import AclStore
+    from samsa.cluster.client_quotas import ClientQuotaStore
     from samsa.cluster.producer_ids import ProducerIdManager
     from samsa.cluster.replicas import Replicas
     from samsa.cluster.scram import ScramCredentialStore
@@ -42,6 +43,25 @@ class Peer(Protocol):
     def listener_name(self) -> str: ...
 
 
+class MutationQuota(Protocol):
+    """A request's controller mutation quota (server/quotas.py)."""
+
+    def record(self, permits: float) -> bool:
+        """Take ``permits`` partitions; False: refused (THROTTLING_QUOTA_EXCEEDED)."""
+
+    @property
+    def throttle_time_ms(self) -> int: ...
+
+
+class Quotas(Protocol):
+    """What handlers ask of the client quotas: CreateTopics, CreatePartitions and
+    DeleteTopics their controller mutation quota (strict for the versions that can refuse a
+    topic). The byte rates and request time are dispatch's, not the handlers'."""
+
+    def controller_mutation_quota(self, user: str, client_id: str,
+                                  strict: bool) -> MutationQuota: ...
+
+
 class Broker(Protocol):
     """The broker's services, as the handlers see them."""
 
@@ -59,6 +79,10 @@ class Broker(Protocol):
     acl_store: AclStore | None  # where CreateAcls and DeleteAcls write (with an authorizer)
     scram_store: ScramCredentialStore | None  # SCRAM credentials (None until started)
     metrics: BrokerMetrics | None  # None: no metrics are kept (no prometheus.listener)
+    quota_store: ClientQuotaStore | None  # client quotas (None until started)
+
+    @property
+    def quotas(self) -> Quotas: ...
 
     @property
     def topics(self) -> TopicStore | None: ...
@@ -93,6 +117,18 @@ class RequestContext:
         """Who sent the request, as ACLs name principals (``User:alice``); ``User:ANONYMOUS``
         without a connection."""
         return str(getattr(self.connection, "principal", ANONYMOUS_PRINCIPAL))
+
+    @property
+    def user(self) -> str:
+        """The principal's name (``ANONYMOUS``), as the client quotas name users."""
+        principal = getattr(self.connection, "principal", None)
+        return principal.name if principal is not None else ANONYMOUS_PRINCIPAL.split(":", 1)[1]
+
+    def mutation_quota(self, strict_since_version: int) -> MutationQuota:
+        """This request's controller mutation quota: strict from ``strict_since_version``
+        (Kafka's ControllerMutationQuotaManager.newQuotaFor), permissive before."""
+        return self.server.quotas.controller_mutation_quota(
+            self.user, self.client_id or "", self.version >= strict_since_version)
 
     @property
     def client_host(self) -> str:

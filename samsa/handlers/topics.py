@@ -45,6 +45,10 @@ DELETION_DISABLED = "Topic deletion is disabled."
 TOPIC_DENIED = ErrorCode.topic_authorization_failed
 UNKNOWN_TOPIC = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID = "This server does not host this topic ID."
+# controller_mutation_rate (KIP-599): the versions that refuse topics over the quota; older
+# ones are accepted and the client throttled (samsa/server/quotas.py)
+STRICT_CREATE_TOPICS, STRICT_DELETE_TOPICS, STRICT_CREATE_PARTITIONS = 6, 5, 3
+THROTTLED = "The throttling quota has been exceeded."
 
 
 def _collision_key(name: str) -> str:
@@ -187,6 +191,7 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> di
     # CREATE on the cluster, else on each topic; DESCRIBE_CONFIGS to be shown its configs
     may_create: set[str] | None = None
     may_see: set[str] | None = None
+    quota = ctx.mutation_quota(STRICT_CREATE_TOPICS)
     if server.authorizer is not None:
         names = set(counts)
         if not authorize_cluster(ctx, AclOperation.CREATE):
@@ -222,6 +227,9 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> di
         except KafkaError as exc:
             results.append(_failed_result(name, exc.code, exc.message))
             continue
+        if not validate_only and not quota.record(partitions):
+            results.append(_failed_result(name, ErrorCode.throttling_quota_exceeded, THROTTLED))
+            continue
         budget -= partitions
         taken[_collision_key(name)] = name
         topic_id = None
@@ -255,7 +263,7 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> di
                 result["error_code"] = ErrorCode.request_timed_out
                 result["error_message"] = "The topic was created; its metadata did not reach " \
                                           "this broker within the timeout."
-    return {"throttle_time": 0, "topics": results}
+    return {"throttle_time": quota.throttle_time_ms, "topics": results}
 
 
 # --- DeleteTopics --------------------------------------------------------------------------------
@@ -311,6 +319,7 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> di
     names = Counter(n for n, i in wanted if n is not None and i is None)
     ids = Counter(i for n, i in wanted if n is None and i is not None)
     checked = server.authorizer is not None
+    quota = ctx.mutation_quota(STRICT_DELETE_TOPICS)
     responses = []
     answered: set[tuple[str, str | uuid.UUID | None]] = set()
     doomed: dict[uuid.UUID, str] = {}
@@ -358,6 +367,10 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> di
                 topic.name, topic.topic_id, ErrorCode.invalid_request,
                 "The provided topic name maps to an ID that was already supplied."))
             continue
+        if not quota.record(topic.partitions):
+            responses.append(_delete_result(topic.name, topic.topic_id,
+                                            ErrorCode.throttling_quota_exceeded, THROTTLED))
+            continue
         doomed[topic.topic_id] = topic.name
         responses.append(_delete_result(topic.name, topic.topic_id))
     late = await server.topic_admin.delete_topics(list(doomed.values()), to_ms(request.timeout))
@@ -365,7 +378,7 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> di
         if response["name"] in late and response["error_code"] == ErrorCode.none:
             response["error_code"] = ErrorCode.request_timed_out
             response["error_message"] = "The deletion did not complete within the timeout."
-    return {"throttle_time": 0, "responses": responses}
+    return {"throttle_time": quota.throttle_time_ms, "responses": responses}
 
 
 # --- CreatePartitions ----------------------------------------------------------------------------
@@ -420,6 +433,7 @@ async def create_partitions(
     answered: set[str] = set()
     denied = unauthorized(ctx, AclOperation.ALTER, ResourceType.TOPIC,
                           (t.name for t in requested))  # ALTER on each topic
+    quota = ctx.mutation_quota(STRICT_CREATE_PARTITIONS)
     for topic in requested:
         if topic.name in answered:
             continue
@@ -437,6 +451,10 @@ async def create_partitions(
         except KafkaError as exc:
             results.append(_partitions_result(topic.name, exc.code, exc.message))
             continue
+        if not validate_only and not quota.record(additional):
+            results.append(_partitions_result(topic.name, ErrorCode.throttling_quota_exceeded,
+                                              THROTTLED))
+            continue
         budget -= additional
         if not validate_only:
             assignments = None if topic.assignments is None else [
@@ -448,4 +466,4 @@ async def create_partitions(
                 results.append(_partitions_result(topic.name, exc.code, exc.message))
                 continue
         results.append(_partitions_result(topic.name))
-    return {"throttle_time": 0, "results": results}
+    return {"throttle_time": quota.throttle_time_ms, "results": results}

@@ -110,6 +110,8 @@ class Connection(asyncio.BufferedProtocol):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._reading_paused = False
+        # client quotas (KIP-219): muted until then (time.monotonic), 0 when not throttled
+        self._throttled_until = 0.0
         self._closing = False  # the transport is gone or going: nothing more is sent
         self._stopping = False  # graceful shutdown: finish the request in flight, take no more
         self._task: asyncio.Task | None = None
@@ -306,12 +308,15 @@ class Connection(asyncio.BufferedProtocol):
                         await self._queue_output(chunks)
                 finally:
                     self.busy = False
-                if not self._frames or self._out_bytes >= _MAX_BUFFERED_OUTPUT:
+                if (self._throttled_until or not self._frames
+                        or self._out_bytes >= _MAX_BUFFERED_OUTPUT):
                     await self._flush_output()
                 if self.timing is not None:
                     stats, started, handled, remote_s = self.timing
                     stats.record(received, started, handled, remote_s, time.monotonic())
                     self.timing = None
+                if self._throttled_until:
+                    await self._mute()
         except CloseConnection as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
@@ -322,6 +327,30 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
             self.close()
+
+    def throttle(self, ms: int) -> None:
+        """A client quota was violated: once the response is out, nothing more is read from
+        this connection or answered for ``ms`` (Kafka mutes the channel for the throttle
+        time, so that a client that ignores ``throttle_time_ms`` is held too)."""
+        self._throttled_until = max(self._throttled_until, time.monotonic() + ms / 1000)
+
+    async def _mute(self) -> None:
+        """The response goes out now; then the connection is muted until the throttle time
+        is over (requests already received wait, unread ones stay in the socket)."""
+        await self._flush_output()
+        transport = self.transport
+        if transport is not None and not self._reading_paused:
+            transport.pause_reading()
+        self.busy = True  # a client gone meanwhile cancels the wait (connection_lost)
+        try:
+            while not self._closing and (
+                    remaining := self._throttled_until - time.monotonic()) > 0:
+                await asyncio.sleep(remaining)
+        finally:
+            self.busy = False
+            self._throttled_until = 0.0
+        if transport is not None and not self._reading_paused and not self._closing:
+            transport.resume_reading()
 
     async def _authentication_failed(self, failure: AuthenticationFailed) -> None:
         """One log line; after the delay (the event loop goes on) the answer, then close."""

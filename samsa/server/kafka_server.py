@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from samsa.cluster.acls import AclStore
+from samsa.cluster.client_quotas import ClientQuotaStore
 from samsa.cluster.partition_writer import LogPartitionWriter
 from samsa.cluster.producer_ids import ProducerIdManager
 from samsa.cluster.replicas import Replicas
@@ -50,6 +51,7 @@ from samsa.server.connection import Connection
 from samsa.server.connection_limits import ConnectionLimits
 from samsa.server.modes import Mode, SingleNode
 from samsa.server.prometheus import BrokerCollector, PrometheusEndpoint
+from samsa.server.quotas import ClientQuotas
 from samsa.server.sasl import SaslServerAuthenticator
 from samsa.storage.log_cleaner import LogCleaner
 from samsa.storage.manager import LogManager
@@ -100,6 +102,9 @@ class KafkaServer:
                                                       self.security)
         # SCRAM credentials (the metadata dir or ZooKeeper), opened at start
         self.scram_store: ScramCredentialStore | None = None
+        # client quotas: where they are kept (opened at start) and what enforces them
+        self.quota_store: ClientQuotaStore | None = None
+        self.quotas = ClientQuotas(self.config)
         load_handlers()
         # kept only when they are served (prometheus.listener): otherwise nothing is counted
         self.metrics: BrokerMetrics | None = (
@@ -161,6 +166,8 @@ class KafkaServer:
                 await self.acl_store.stop()
             if self.scram_store is not None:
                 await self.scram_store.stop()
+            if self.quota_store is not None:
+                await self.quota_store.stop()
             await self.mode.stop()
             if self.cleaner is not None:
                 await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
@@ -180,6 +187,9 @@ class KafkaServer:
         self.replicas.start(self.broker_id, self._open_topic_store(first_dir))
         self.scram_store = self.mode.scram_store(first_dir, failures)
         await self.scram_store.start()
+        self.quota_store = self.mode.quota_store(first_dir, failures)
+        self.quota_store.listeners.append(self.quotas.update)
+        await self.quota_store.start()
         manager.load_logs()  # a directory whose logs fail to load goes offline
         blocks = self.mode.producer_id_blocks(self.broker_id)
         try:
@@ -391,6 +401,8 @@ class KafkaServer:
             await self.acl_store.stop()
         if self.scram_store is not None:
             await self.scram_store.stop()
+        if self.quota_store is not None:
+            await self.quota_store.stop()
         await self.mode.stop()
         if self.cleaner is not None:  # joined off the loop: its swaps run on the loop
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
@@ -502,11 +514,14 @@ class KafkaServer:
         ctx = RequestContext(self, request, connection)
         metrics = self.metrics
         if metrics is None:
-            data = await api.handle(ctx, request.body)
-            return None if data is None else self._encode(key, version, request, data)
+            if self.quotas.active:  # client quotas (server/quotas.py), once any is set
+                return await self.quotas.dispatch(ctx, api, connection, self._encode)
+            return self._encode(request, await api.handle(ctx, request.body))
         started = time.monotonic()
-        data = await api.handle(ctx, request.body)
-        chunks = None if data is None else self._encode(key, version, request, data)
+        if self.quotas.active:
+            chunks = await self.quotas.dispatch(ctx, api, connection, self._encode)
+        else:
+            chunks = self._encode(request, await api.handle(ctx, request.body))
         name = ctx.metric_name or api.name
         connection.timing = (metrics.requests.get((name, version))
                              or metrics.request(name, version),
@@ -514,7 +529,11 @@ class KafkaServer:
         return chunks
 
     @staticmethod
-    def _encode(key: int, version: int, request: Request, data: dict[str, Any]) -> list[Any]:
+    def _encode(request: Request, data: dict[str, Any] | None) -> list[Any] | None:
+        """A handler's answer as response chunks (None: no response, acks=0)."""
+        if data is None:
+            return None
+        key, version = request.api_key, request.api_version
         if key in FAST_RESPONSES:
             return [encode_fast(key, version, request.correlation_id, data)]
         return encode_response(request.correlation_id, build.response(key, version, data))

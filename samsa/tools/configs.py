@@ -1,12 +1,17 @@
-"""``samsa configs``: kafka-configs.sh for topics, brokers and users (--describe, --alter).
+"""``samsa configs``: kafka-configs.sh for topics, brokers, users and clients (--describe,
+--alter).
 
-For users, the SCRAM credentials (KIP-554, through the admin client's
-Describe/AlterUserScramCredentials): ``--add-config 'SCRAM-SHA-256=[iterations=8192,
+For users and clients, their quotas (``samsa.tools.client_quotas``: ``--entity-type users
+--entity-name alice [--entity-type clients --entity-name app] --alter --add-config
+'producer_byte_rate=1024,consumer_byte_rate=2048'``, ``--entity-default`` or
+``--user-defaults`` / ``--client-defaults`` for the defaults, ``--delete-config``, and
+``--describe`` printing "Quota configs for user-principal 'alice' are
+producer_byte_rate=1024.0"); for users also the SCRAM credentials (KIP-554, through the admin
+client's Describe/AlterUserScramCredentials): ``--add-config 'SCRAM-SHA-256=[iterations=8192,
 password=alice-secret]'`` (iterations 4096 by default; the client salts and hashes the
 password, which never reaches the broker), ``--delete-config SCRAM-SHA-256``, and
 ``--describe`` printing kafka-configs' lines ("SCRAM credential configs for user-principal
-'alice' are SCRAM-SHA-256=iterations=8192"). samsa has no client quotas, the other configs of
-users in Kafka."""
+'alice' are SCRAM-SHA-256=iterations=8192"), never both in one --alter, as kafka-configs."""
 
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from samsa.tools import client_quotas
 from samsa.tools.admin import connect_admin, raise_errors, results, source_id, source_name
 from samsa.tools.common import (
     REQUEST_TIMEOUT_S,
@@ -43,16 +49,16 @@ from samsa.tools.common import (
 )
 
 ENTITY_TYPES = {"topics": ResourceType.TOPIC, "brokers": ResourceType.BROKER,
-                "users": ResourceType.UNKNOWN}  # users: SCRAM credentials, not config resources
-SINGULAR = {"topics": "topic", "brokers": "broker", "users": "user"}
+                # users and clients: quotas and SCRAM credentials, not config resources
+                "users": ResourceType.UNKNOWN, "clients": ResourceType.UNKNOWN}
+SINGULAR = {"topics": "topic", "brokers": "broker", "users": "user", "clients": "client"}
 SCRAM_MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
                     "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
 DEFAULT_SCRAM_ITERATIONS = 4096  # kafka-configs' DefaultScramIterations
 MIN_SCRAM_ITERATIONS = 4096
 _SCRAM_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
 # the Java exception kafka-configs names when it cannot describe a user's credentials
-_EXCEPTIONS = {"RESOURCE_NOT_FOUND": "ResourceNotFoundException",
-               "DUPLICATE_RESOURCE": "DuplicateResourceException",
+_EXCEPTIONS = {"DUPLICATE_RESOURCE": "DuplicateResourceException",
                "CLUSTER_AUTHORIZATION_FAILED": "ClusterAuthorizationException",
                "UNSUPPORTED_VERSION": "UnsupportedVersionException"}
 # Commas and equals signs inside [...] belong to the value: k1=v1,k2=[a,b],k3=v3.
@@ -88,14 +94,57 @@ def parse_delete_config(values: Iterable[str]) -> list[str]:
     return keys
 
 
-@click.command("configs")
+class _ConfigsCommand(click.Command):
+    """Keeps the command line: kafka-configs pairs each --entity-name or --entity-default
+    with the --entity-type of the same rank, in the order they were given."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["samsa.configs.args"] = list(args)
+        return super().parse_args(ctx, args)
+
+
+def _entity_names(ctx: click.Context) -> list[str]:
+    """The --entity-name values and --entity-default ("") in command-line order."""
+    takes_value = {opt for param in ctx.command.params if isinstance(param, click.Option)
+                   and not param.is_flag for opt in param.opts}
+    args = ctx.meta.get("samsa.configs.args", [])
+    names: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--entity-default":
+            names.append("")
+        elif arg == "--entity-name" and i + 1 < len(args):
+            names.append(args[i + 1])
+            i += 1
+        elif arg.startswith("--entity-name="):
+            names.append(arg.split("=", 1)[1])
+        elif arg in takes_value:
+            i += 1  # its value is not an option
+        elif arg == "--":
+            break
+        i += 1
+    return names
+
+
+@click.command("configs", cls=_ConfigsCommand)
 @bootstrap_option
-@click.option("--entity-type", "entity_type", type=click.Choice(sorted(ENTITY_TYPES)),
-              help="The kind of entity: topics, brokers or users.")
-@click.option("--entity-name", "entity_name", help="The topic name, broker id or user name.")
+@click.option("--entity-type", "entity_types", multiple=True,
+              type=click.Choice(sorted(ENTITY_TYPES)),
+              help="The kind of entity: topics, brokers, users or clients (users and clients "
+                   "together: a user's client id).")
+@click.option("--entity-name", "entity_names", multiple=True,
+              help="The topic name, broker id, user name or client id.")
+@click.option("--entity-default", "entity_default", is_flag=True,
+              help="The default user or client id (for its --entity-type).")
 @click.option("--topic", help="Short for --entity-type topics --entity-name TOPIC.")
 @click.option("--broker", help="Short for --entity-type brokers --entity-name ID.")
 @click.option("--user", help="Short for --entity-type users --entity-name USER.")
+@click.option("--client", help="Short for --entity-type clients --entity-name CLIENT_ID.")
+@click.option("--user-defaults", "user_defaults", is_flag=True,
+              help="Short for --entity-type users --entity-default.")
+@click.option("--client-defaults", "client_defaults", is_flag=True,
+              help="Short for --entity-type clients --entity-default.")
 @click.option("--describe", is_flag=True, help="Print the entity's configs.")
 @click.option("--alter", is_flag=True, help="Change the entity's configs.")
 @click.option("--all", "describe_all", is_flag=True,
@@ -110,14 +159,17 @@ def parse_delete_config(values: Iterable[str]) -> list[str]:
 @command_config_option
 @handle_client_errors
 def configs(
-    bootstrap_server: str, entity_type: str | None, entity_name: str | None,
-    topic: str | None, broker: str | None, user: str | None,
+    bootstrap_server: str, entity_types: tuple[str, ...], entity_names: tuple[str, ...],
+    entity_default: bool, topic: str | None, broker: str | None, user: str | None,
+    client: str | None, user_defaults: bool, client_defaults: bool,
     describe: bool, alter: bool, describe_all: bool, add_config: tuple[str, ...],
     add_config_file: Path | None, delete_config: tuple[str, ...], command_config: Path | None,
 ) -> None:
-    """Describe and alter topic and broker configs and users' SCRAM credentials, as
-    kafka-configs.sh does."""
-    entity_type, entity_name = _entity(entity_type, entity_name, topic, broker, user)
+    """Describe and alter topic and broker configs, users' and clients' quotas and users'
+    SCRAM credentials, as kafka-configs.sh does."""
+    del entity_names, entity_default  # read in command-line order from the context
+    types, names = _entities(click.get_current_context(), entity_types, topic, broker, user,
+                             client, user_defaults, client_defaults)
     if describe == alter:
         raise click.UsageError("exactly one of --describe or --alter is required")
     additions = parse_add_config(add_config)
@@ -127,6 +179,16 @@ def configs(
         raise click.UsageError("--add-config and --delete-config can only be used with --alter")
     if alter and describe_all:
         raise click.UsageError("--all can only be used with --describe")
+    if alter and add_config and add_config_file:
+        raise click.UsageError("Only one of --add-config or --add-config-file must be specified")
+    extra = read_properties_file(command_config, "--command-config")
+    if types[0] in ("users", "clients"):
+        _users_and_clients(bootstrap_server, extra, types, names, alter, additions, deletions)
+        return
+    entity_type = types[0]
+    entity_name = names[0] if names else None
+    if entity_name == "":
+        raise click.UsageError(f"--entity-default is for users and clients, not {entity_type}")
     if alter and entity_name is None:
         raise click.UsageError("--alter requires --entity-name")
     if alter and not (additions or deletions):
@@ -134,21 +196,10 @@ def configs(
             "at least one of --add-config, --add-config-file or --delete-config is required"
             " with --alter"
         )
-    extra = read_properties_file(command_config, "--command-config")
-    if entity_type == "users":
-        scram = _scram_alterations(entity_name, additions, deletions) if alter else []
-        admin, _ = connect_admin(bootstrap_server, "samsa-configs", extra)
-        if describe:
-            _describe_users(admin, entity_name)
-        else:
-            assert entity_name is not None
-            _alter_users(admin, entity_name, scram)
-        return
     admin, metadata = connect_admin(bootstrap_server, "samsa-configs", extra)
     resource_type = ENTITY_TYPES[entity_type]
     if describe:
-        names = _names_to_describe(entity_type, entity_name, metadata)
-        for name in names:
+        for name in _names_to_describe(entity_type, entity_name, metadata):
             _describe(admin, entity_type, resource_type, name, describe_all)
         return
     assert entity_name is not None
@@ -157,34 +208,40 @@ def configs(
     _alter(admin, entity_type, resource_type, entity_name, additions, deletions)
 
 
-def _entity(
-    entity_type: str | None, entity_name: str | None, topic: str | None, broker: str | None,
-    user: str | None = None,
-) -> tuple[str, str | None]:
-    """Resolve --entity-type/--entity-name and the --topic/--broker/--user shorthands."""
-    shorthands = [s for s in (topic, broker, user) if s is not None]
-    if len(shorthands) > 1:
-        raise click.UsageError("only one of --topic, --broker or --user may be given")
-    if shorthands and (entity_type is not None or entity_name is not None):
-        raise click.UsageError("--topic, --broker and --user can't be combined with --entity-*")
-    if topic is not None:
-        entity_type, entity_name = "topics", topic
-    elif broker is not None:
-        entity_type, entity_name = "brokers", broker
-    elif user is not None:
-        entity_type, entity_name = "users", user
-    if entity_type is None:
-        raise click.UsageError("--entity-type is required (topics, brokers or users)")
-    if entity_type == "users" and entity_name is not None and not entity_name:
-        raise click.UsageError("--entity-name must not be empty")
-    if entity_type == "brokers" and entity_name is not None and not _is_int(entity_name):
-        raise click.UsageError(
-            "the entity name for brokers must be a valid integer broker id, but it is:"
-            f" {entity_name!r}"
-        )
-    if entity_type == "topics" and entity_name is not None and not entity_name:
-        raise click.UsageError("--entity-name must not be empty")
-    return entity_type, entity_name
+def _entities(
+    ctx: click.Context, entity_types: tuple[str, ...], topic: str | None,
+    broker: str | None, user: str | None, client: str | None, user_defaults: bool,
+    client_defaults: bool,
+) -> tuple[list[str], list[str]]:
+    """kafka-configs' entityTypes and entityNames ("" for a default), checked as its
+    checkArgs checks them."""
+    flags = [(topic, "topics"), (client, "clients"), (user, "users"), (broker, "brokers")]
+    defaults = [(client_defaults, "clients"), (user_defaults, "users")]
+    generic = list(entity_types)
+    names = _entity_names(ctx)
+    shorthand_types = [t for v, t in flags if v is not None] + [t for on, t in defaults if on]
+    if (generic or names) and shorthand_types:
+        raise click.UsageError("--entity-{type,name,default} should not be used in "
+                               "conjunction with specific entity flags")
+    types = generic + shorthand_types
+    names += [v for v, _ in flags if v is not None] + ["" for on, _ in defaults if on]
+    duplicated = sorted({t for t in types if types.count(t) > 1})
+    if duplicated:
+        raise click.UsageError(f"Duplicate entity type(s) specified: {','.join(duplicated)}")
+    if not types:
+        raise click.UsageError("At least one entity type must be specified (--entity-type "
+                               "topics, brokers, users or clients)")
+    if len(types) > 1 and set(types) != {"users", "clients"}:
+        raise click.UsageError("Only 'users' and 'clients' entity types may be specified "
+                               "together")
+    if len(names) > len(types):
+        raise click.UsageError("More entity names specified than entity types")
+    for entity_type, name in zip(types, names, strict=False):
+        if entity_type == "brokers" and name and not _is_int(name):
+            raise click.UsageError(
+                "the entity name for brokers must be a valid integer broker id, but it is:"
+                f" {name!r}")
+    return types, names
 
 
 def _is_int(value: str) -> bool:
@@ -271,6 +328,62 @@ def _alter(
     click.echo(f"Completed updating config for {SINGULAR[entity_type]} {name}.")
 
 
+# --- users and clients: quotas and SCRAM credentials -------------------------------------------
+
+
+def _users_and_clients(bootstrap: str, extra: dict[str, str], types: list[str],
+                       names: list[str], alter: bool, additions: dict[str, str],
+                       deletions: list[str]) -> None:
+    """kafka-configs' describeClientQuotaAndUserScramCredentialConfigs and the users and
+    clients half of its alterConfig."""
+    if not alter:
+        with client_quotas.pool(bootstrap, extra) as pool:
+            for entity, values in sorted(client_quotas.describe(pool, types, names),
+                                         key=lambda found: str(found[0])):
+                click.echo(client_quotas.quota_line(entity, values))
+        # SCRAM credentials only for users alone, not their defaults
+        if "clients" not in types and "" not in names:
+            admin, _ = connect_admin(bootstrap, "samsa-configs", extra)
+            _describe_users(admin, names[0] if names else None)
+        return
+    if len(names) != len(types):
+        raise click.UsageError("--entity-name or --entity-default must be specified with each "
+                               "--entity-type for --alter")
+    if not (additions or deletions):
+        raise click.UsageError("At least one of --add-config, --add-config-file, or "
+                               "--delete-config must be specified with --alter")
+    quota_keys = [k for k in [*additions, *deletions] if client_quotas.is_quota_key(k)]
+    scram_keys = [k for k in [*additions, *deletions] if k in SCRAM_MECHANISMS]
+    unknown = [k for k in [*additions, *deletions] if k not in quota_keys + scram_keys]
+    if types[0] == "clients" or len(types) == 2:
+        if unknown or scram_keys:
+            raise click.UsageError(
+                "Only quota configs can be added or deleted for 'clients' using "
+                f"--bootstrap-server. Unexpected config names: {', '.join(unknown + scram_keys)}")
+    else:
+        if unknown:
+            raise click.UsageError(
+                "Only quota and SCRAM credential configs can be added or deleted for 'users' "
+                f"using --bootstrap-server. Unexpected config names: {', '.join(unknown)}")
+        if scram_keys and "" in names:
+            raise click.UsageError("The use of --entity-default or --user-defaults is not "
+                                   "allowed with User SCRAM Credentials using "
+                                   "--bootstrap-server.")
+        if scram_keys and quota_keys:
+            raise click.UsageError("Cannot alter both quota and SCRAM credential configs "
+                                   "simultaneously for 'users' using --bootstrap-server.")
+    if quota_keys:
+        with client_quotas.pool(bootstrap, extra) as pool:
+            client_quotas.alter(pool, types, names, additions, deletions)
+    else:
+        admin, _ = connect_admin(bootstrap, "samsa-configs", extra)
+        _alter_users(admin, names[0], _scram_alterations(names[0], additions, deletions))
+    if names[0]:
+        click.echo(f"Completed updating config for {SINGULAR[types[0]]} {names[0]}.")
+    else:
+        click.echo(f"Completed updating default config for {types[0]} in the cluster.")
+
+
 # --- users: SCRAM credentials ---------------------------------------------------------------
 
 
@@ -281,11 +394,6 @@ def _scram_alterations(user: str | None, additions: dict[str, str], deletions: l
     deletes."""
     if user is None:
         raise click.UsageError("--alter requires --entity-name")
-    others = [k for k in [*additions, *deletions] if k not in SCRAM_MECHANISMS]
-    if others:
-        raise click.UsageError(
-            f"samsa has no client quotas: only {', '.join(SCRAM_MECHANISMS)} can be set for "
-            f"users, got {', '.join(others)}")
     alterations: list[UserScramCredentialAlteration] = [
         UserScramCredentialDeletion(user, SCRAM_MECHANISMS[name]) for name in deletions]
     for name, value in additions.items():
@@ -308,7 +416,6 @@ def _alter_users(admin: AdminClient, user: str,
     futures = admin.alter_user_scram_credentials(alterations, request_timeout=REQUEST_TIMEOUT_S)
     _, errors = results(futures, REQUEST_TIMEOUT_S + 5)
     raise_errors(errors)
-    click.echo(f"Completed updating config for user {user}.")
 
 
 def _credentials_text(description: object) -> str:
@@ -320,7 +427,7 @@ def _credentials_text(description: object) -> str:
 
 
 def _describe_users(admin: AdminClient, user: str | None) -> None:
-    """kafka-configs' describeClientQuotaAndUserScramCredentialConfigs (no quotas here)."""
+    """The SCRAM half of kafka-configs' describeClientQuotaAndUserScramCredentialConfigs."""
     line = "SCRAM credential configs for user-principal '{}' are {}"
     if user is None:
         future = admin.describe_user_scram_credentials(request_timeout=REQUEST_TIMEOUT_S)
@@ -337,6 +444,8 @@ def _describe_users(admin: AdminClient, user: str | None) -> None:
             # (librdkafka leaves a stray byte after this error's message)
             text = "".join(c for c in describe_error(exc) if c.isprintable())
             code, _, message = text.partition(": ")
+            if code == "RESOURCE_NOT_FOUND":
+                continue  # no credentials: Kafka's admin client lists no such user
             exception = _EXCEPTIONS.get(code, "KafkaException")
             click.echo(f"Error retrieving SCRAM credential configs for user-principal "
                        f"'{name}': {exception}: {message or code}")

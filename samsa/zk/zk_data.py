@@ -45,11 +45,12 @@ import binascii
 import json
 import re
 import time
-import urllib.parse
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from samsa.cluster.client_quotas import desanitize, sanitize
 
 __all__ = [
     "ADMIN_PATH",
@@ -234,21 +235,6 @@ def config_entity_path(entity_type: str, entity_name: str) -> str:
     if not isinstance(entity_name, str) or not entity_name:
         raise ValueError(f"invalid config entity name for a znode path: {entity_name!r}")
     return f"{config_entity_type_path(entity_type)}/{entity_name}"
-
-
-def sanitize(name: str) -> str:
-    """Kafka's Sanitizer.sanitize: a user or client id as one znode name (Java's URLEncoder,
-    UTF-8: letters, digits and ``.-_`` kept, everything else %XX; ``*`` as %2A, space %20)."""
-    out = []
-    for byte in name.encode("utf-8"):
-        c = chr(byte)
-        out.append(c if c.isascii() and (c.isalnum() or c in ".-_") else f"%{byte:02X}")
-    return "".join(out)
-
-
-def desanitize(name: str) -> str:
-    """Kafka's Sanitizer.desanitize."""
-    return urllib.parse.unquote(name, errors="strict")
 
 
 def user_config_path(user: str) -> str:

@@ -266,6 +266,14 @@ CASES = [
         "deletions": [{"name": "carol", "mechanism": 1}], "upsertions": []},
         lambda r: [x.error_code for x in r.results],
         [([], 31), ([cluster_acl(Op.ALTER)], ANY_OTHER)]),
+    Case("DescribeClientQuotas", 48, 1, lambda e: {"components": [], "strict": False}, top,
+         [([], 31), ([cluster_acl(Op.DESCRIBE_CONFIGS)], 0)]),
+    Case("AlterClientQuotas", 49, 1, lambda e: {
+        "entries": [{"entity": [{"entity_type": "client-id", "entity_name": "matrix"}],
+                     "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}]}],
+        "validate_only": True},
+        lambda r: [x.error_code for x in r.entries],
+        [([], 31), ([cluster_acl(Op.ALTER_CONFIGS)], 0)]),
     Case("ApiVersions", 18, 3, lambda e: {"client_software_name": "matrix",
                                           "client_software_version": "1"}, top, [([], 0)]),
     Case("CreateTopics", 19, 5, lambda e: {

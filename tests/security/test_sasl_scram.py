@@ -183,16 +183,15 @@ def test_samsa_configs_users(broker: samsa.Broker, tmp_path: Path) -> None:
     assert ("SCRAM credential configs for user-principal 'hank' are "
             "SCRAM-SHA-256=iterations=8192\n") in everyone
     assert "user-principal 'admin'" in everyone
-    assert configs("--user", "nobody", "--describe") == (
-        "Error retrieving SCRAM credential configs for user-principal 'nobody': "
-        "ResourceNotFoundException: Attempt to describe a user credential that does not "
-        "exist: nobody\n")
+    # a user without credentials is not listed (Kafka's DescribeUserScramCredentialsResult)
+    assert configs("--user", "nobody", "--describe") == ""
     for args, message in [
         (("--add-config", "SCRAM-SHA-256=[iterations=1024,password=x]"),
          "Iterations 1024 is less than the minimum 4096 required for SCRAM-SHA-256"),
         (("--add-config", "SCRAM-SHA-256=[password=x,iterations=8192]"),
          None),  # kafka-configs' pattern: the rest is the password
-        (("--add-config", "consumer_byte_rate=1024"), "samsa has no client quotas"),
+        (("--add-config", "consumer_byte_rate=1024,SCRAM-SHA-256=[password=x]"),
+         "Cannot alter both quota and SCRAM credential configs simultaneously"),
         (("--delete-config", "SCRAM-SHA-512"),
          "RESOURCE_NOT_FOUND: Attempt to delete a user credential that does not exist"),
     ]:
