@@ -10,6 +10,8 @@ next start (the files are made as a crash would leave them).
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import threading
 import uuid
 import warnings
@@ -31,6 +33,7 @@ from samsa.storage.checkpoint import (
     RECOVERY_POINT_FILE,
     read_offsets,
 )
+from samsa.tools.zookeeper_server import free_port
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -371,3 +374,144 @@ def test_a_replaced_replica_left_behind_is_deleted_at_the_next_start(
     shutil.copytree(here / "t-0", there / "t-0")
     (here / "t-0").rename(here / _moved_name("delete"))
     check_served_from(tmp_path, there, records)
+
+
+# --- compaction, cancelled moves, a killed broker ---------------------------------------------
+
+
+def test_a_compacted_log_moves_with_its_cleaner_checkpoint(tmp_path: Path) -> None:
+    with two_dirs(tmp_path, **{"log.cleaner.backoff.ms": 100}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic("compacted", 1, 1, config={
+            "cleanup.policy": "compact", "segment.bytes": "16384",
+            "min.cleanable.dirty.ratio": "0.01"})])["compacted"].result(30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 2,
+                             "batch.size": 4000})
+        for i in range(3000):
+            producer.produce("compacted", b"value-%d" % i, key=b"key-%d" % (i % 50))
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        here = where(broker, "compacted")
+        there = other(tmp_path, here)
+        checkpoint = "cleaner-offset-checkpoint"
+        wait_for(lambda: ("compacted", 0) in read_offsets(here / checkpoint),
+                 what="the cleaner to clean the log")
+        kafka_admin = admin_for(broker)
+        try:
+            assert alter(kafka_admin, broker, {("compacted", 0): there}) == {
+                ("compacted", 0): 0}
+            wait_for(lambda: located(kafka_admin, "compacted") == {(str(there), False)},
+                     what="the move")
+        finally:
+            kafka_admin.close()
+        assert ("compacted", 0) in read_offsets(there / checkpoint)
+        assert ("compacted", 0) not in read_offsets(here / checkpoint)
+        latest = {b"key-%d" % (i % 50): b"value-%d" % i for i in range(3000)}
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "c",
+                             "enable.partition.eof": True})
+        consumer.assign([TopicPartition("compacted", 0, 0)])
+        seen: dict[bytes, bytes] = {}
+        try:
+            while (msg := consumer.poll(10)) is not None and not msg.error():
+                seen[msg.key()] = msg.value()
+        finally:
+            consumer.close()
+        assert seen == latest
+
+
+def test_a_move_cut_short_leaves_no_copy_behind(tmp_path: Path) -> None:
+    """A move of a 12 MB log is cut short by the deletion of its topic, and another by the
+    broker's stop: no copy is left, and the replica stays where it was."""
+    with two_dirs(tmp_path) as broker:
+        for topic in ("doomed", "kept"):
+            create_topic(broker, topic)
+            produce(broker, topic, [b"%d-" % i + b"w" * 600 for i in range(20000)])
+        doomed_dir, kept_dir = where(broker, "doomed"), where(broker, "kept")
+        with FrameClient(("127.0.0.1", broker.port)) as client:
+            client.send(34, 2, {"dirs": [{"path": str(other(tmp_path, doomed_dir)), "topics": [
+                {"name": "doomed", "partitions": [0]}]}]})
+            client.send(20, 6, {"topics": [{"name": "doomed", "topic_id": None}],
+                                "timeout": 10000})
+            assert [p.error_code for t in client.recv(34, 2)[1].results for p in t.partitions
+                    ] == [0]
+            assert [t.error_code for t in client.recv(20, 6)[1].responses] == [0]
+            client.request(34, 2, {"dirs": [{"path": str(other(tmp_path, kept_dir)), "topics": [
+                {"name": "kept", "partitions": [0]}]}]})
+        wait_for(lambda: not partition_dirs(doomed_dir, "doomed")
+                 and not partition_dirs(other(tmp_path, doomed_dir), "doomed"),
+                 what="the deleted topic's replica and copy to go")
+    # the broker stopped while "kept" was being copied (it was, or the move was done)
+    assert len(partition_dirs(tmp_path / "a", "kept") + partition_dirs(tmp_path / "b", "kept")
+               ) == 1
+    with two_dirs(tmp_path) as again:
+        assert len(consume(again, "kept")) == 20000
+
+
+def test_a_broker_killed_during_a_move_starts_with_one_replica_and_every_record(
+        tmp_path: Path) -> None:
+    """``samsa server`` killed (SIGKILL) just after it took a move, and again just after a move
+    ended: each time it starts with exactly one replica of the partition, holding every
+    acknowledged record once."""
+    port = free_port()
+    output = tmp_path / "broker.log"
+    dirs = [tmp_path / "a", tmp_path / "b"]
+
+    def start() -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-m", "samsa.cli", "server"]
+        for key, value in {"log.dirs": ",".join(map(str, dirs)), "num.partitions": "1",
+                           "listeners": f"PLAINTEXT://127.0.0.1:{port}"}.items():
+            command += ["--override", f"{key}={value}"]
+        begin = output.stat().st_size if output.exists() else 0
+        with output.open("ab") as out:
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT)
+        wait_for(lambda: proc.poll() is not None or b"is ready" in output.read_bytes()[begin:],
+                 timeout=60, what="the broker to start")
+        assert proc.poll() is None, output.read_text()
+        return proc
+
+    def replicas() -> list[Path]:
+        return [d / name for d in dirs for name in partition_dirs(d, "killed")]
+
+    def move(wait: bool) -> None:
+        [current] = replicas()
+        dest = other(tmp_path, current.parent)
+        with FrameClient(("127.0.0.1", port)) as client:
+            answer = client.request(34, 2, {"dirs": [{"path": str(dest), "topics": [
+                {"name": "killed", "partitions": [0]}]}]})
+            assert [p.error_code for t in answer.results for p in t.partitions] == [0]
+            if wait:
+                wait_for(lambda: {(d.log_dir, p.is_future_key) for d in client.request(
+                    35, 4, {"topics": [{"topic": "killed", "partitions": [0]}]}).results
+                    for t in d.topics for p in t.partitions} == {(str(dest), False)},
+                    what="the move to end")
+
+    proc = start()
+    try:
+        servers = f"127.0.0.1:{port}"
+        producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True,
+                             "linger.ms": 5})
+        values = [b"%d-" % i + b"k" * 600 for i in range(20000)]
+        for value in values:
+            producer.produce("killed", value)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        for wait in (False, True):
+            move(wait)
+            proc.kill()
+            proc.wait(10)
+            proc = start()
+            assert len(replicas()) == 1, replicas()
+            consumer = Consumer({"bootstrap.servers": servers, "group.id": "k",
+                                 "enable.partition.eof": True})
+            consumer.assign([TopicPartition("killed", 0, 0)])
+            got: list[bytes] = []
+            try:
+                while (msg := consumer.poll(10)) is not None and not msg.error():
+                    got.append(msg.value())
+            finally:
+                consumer.close()
+            assert got == values
+    finally:
+        proc.kill()
+        proc.wait(10)
