@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 from samsa.errors import ErrorCode, KafkaStorageError
 from samsa.storage.future import (
     CopyReadError,
+    CopyStale,
     FutureReplica,
     copy_log,
     future_dir_name_too_long,
@@ -109,6 +110,7 @@ class LogDirMover:
             future = manager.create_future(tp, directory)
         except KafkaStorageError:
             return ErrorCode.kafka_storage_error
+        manager.preferred_dirs.pop(tp, None)  # it is hosted: the move takes it there
         log.info("%s-%d: moving the replica from %s to %s", topic, index, manager.dir_of(tp),
                  directory)
         move = self.moves[tp] = _Move(directory, future)
@@ -146,7 +148,8 @@ class LogDirMover:
             del self.moves[tp]
         if tp not in self.moves:  # a newer move of the partition keeps compaction paused
             self.manager.cleaning_paused.discard(tp)
-        if move.swapped:
+        if move.swapped or (move.future.log is not None
+                            and self.manager.get(*tp) is move.future.log):
             return
         path = self.manager.discard_future(tp, move.future)
         if path is not None:
@@ -184,9 +187,11 @@ class LogDirMover:
         plan = plan_copy(source)
         stop = threading.Event()
         try:
-            future.log = await self._in_thread(stop, lambda: copy_log(
+            await self._in_thread(stop, lambda: copy_log(
                 plan, future, clock=self.manager.clock, failures=self.manager.failures,
                 stop=stop))
+        except CopyStale as exc:
+            raise _Restart(str(exc)) from exc
         except CopyReadError as exc:
             raise source.io_error("copying", exc.error) from exc
         except OSError as exc:

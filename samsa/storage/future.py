@@ -89,6 +89,10 @@ class CopyStopped(Exception):
     """The move was cancelled while its files were being copied."""
 
 
+class CopyStale(Exception):
+    """A file was shorter than planned: the log was truncated while it was copied."""
+
+
 @dataclass
 class _SegmentCopy:
     base: int
@@ -139,10 +143,11 @@ def plan_copy(log: Log) -> CopyPlan:
 
 def copy_log(plan: CopyPlan, future: FutureReplica, *, clock: Clock,
              failures: LogDirFailureChannel | None, stop: threading.Event) -> Log:
-    """Copy what ``plan`` names into ``future.path`` and open it (a worker thread). The copy
-    is fsynced. Raises CopyStopped once ``stop`` is set, CopyReadError when the current
-    replica's files cannot be read, OSError (or KafkaStorageError) when the destination
-    cannot be written. The plan's descriptors are closed in any case."""
+    """Copy what ``plan`` names into ``future.path`` and open it as ``future.log`` (a worker
+    thread). The copy is fsynced. Raises CopyStopped once ``stop`` is set, CopyStale when a
+    segment was cut meanwhile, CopyReadError when the current replica's files cannot be read,
+    OSError (or KafkaStorageError) when the destination cannot be written. The plan's
+    descriptors are closed in any case."""
     try:
         path = future.path
         path.mkdir(parents=True, exist_ok=True)
@@ -161,6 +166,7 @@ def copy_log(plan: CopyPlan, future: FutureReplica, *, clock: Clock,
     log = Log(path, plan.config, recovery_point=plan.active_base,
               log_start_offset=plan.log_start_offset, had_clean_shutdown=False, clock=clock,
               failures=failures)
+    future.log = log  # before anything else can fail: whoever discards the copy closes it
     log.flush()
     fsync_dir(path)
     fsync_dir(future.directory)
@@ -180,8 +186,7 @@ def _copy_fd(fd: int, size: int, target: Path, future: FutureReplica,
             except OSError as exc:
                 raise CopyReadError(exc) from exc
             if not data:
-                raise CopyReadError(OSError(f"{target.name}: the file ends at {position}, "
-                                            f"before {size}"))
+                raise CopyStale(f"{target.name} ends at {position}, before {size}")
             _write_all(out, data)
             position += len(data)
             future.copied += len(data)

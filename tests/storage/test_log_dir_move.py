@@ -77,9 +77,9 @@ def test_a_moved_log_keeps_everything(tmp_path: Path) -> None:
     future = logs.create_future(TP, dest)
     assert future.path.name.startswith("t-0.") and future.path.name.endswith("-future")
     assert logs.futures[TP] is future
-    future.log = copy_log(plan_copy(log), future, clock=clock, failures=logs.failures,
-                          stop=threading.Event())
-    assert future.log.log_end_offset == log.log_end_offset
+    copied = copy_log(plan_copy(log), future, clock=clock, failures=logs.failures,
+                      stop=threading.Event())
+    assert future.log is copied and copied.log_end_offset == log.log_end_offset
     assert future.size == log.size
 
     # meanwhile: more batches, an open transaction, a new leader epoch, DeleteRecords
@@ -88,8 +88,8 @@ def test_a_moved_log_keeps_everything(tmp_path: Path) -> None:
     log.append(producer.batch(90, transactional=True), leader_epoch=2)
     log.delete_records_before(7)
     rewrites = log.rewrites
-    while future.log.log_end_offset < log.log_end_offset:  # as the mover catches up
-        LogDirMover._copy_chunk(log, future.log)
+    while copied.log_end_offset < log.log_end_offset:  # as the mover catches up
+        LogDirMover._copy_chunk(log, copied)
     assert log.rewrites == rewrites
     before = state(log)
 
