@@ -7,12 +7,13 @@ replica keeps serving reads and writes, then the swap:
 
 1. the files the log has now are copied by a worker thread (``copy_log``) and opened as the
    future log; compaction of the partition is paused meanwhile;
-2. what was appended since is copied on the event loop batch by batch, a chunk per turn of the
-   loop (appends run on the loop too, so each chunk sees whole batches);
-3. once little is left, the rest is copied and the future log replaces the current one in one
-   step of the loop (``LogManager.replace_current_with_future``): no append can come between
-   the last batch copied and the swap, so nothing acknowledged is lost or written twice, and
-   fetches, appends and the replica fetcher find the new log from then on (``Partition.log``).
+2. what was appended since is copied on the event loop, whole batches, a share per turn of the
+   loop (appends run on the loop too, so each share ends at a batch boundary);
+3. once little is left (or appends keep pace with the copy and what is left stops shrinking),
+   the rest is copied and the future log replaces the current one in one step of the loop
+   (``LogManager.replace_current_with_future``): no append can come between the last batch
+   copied and the swap, so nothing acknowledged is lost or written twice, and fetches,
+   appends and the replica fetcher find the new log from then on (``Partition.log``).
 
 A log truncated or rewritten during the copy (``Log.rewrites``: a follower truncating, the
 cleaner's last swap) or whose start passed what was copied makes the copy start over. A move is
@@ -52,8 +53,15 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
-CHUNK_BYTES = 1 << 20  # copied per turn of the event loop while catching up
-LAST_STEP_BYTES = 2 << 20  # at most this much is copied in the step that swaps
+# Catching up, each turn of the event loop copies half of what is left, at least CHUNK_BYTES
+# and at most MAX_TURN_BYTES; the step that swaps copies what is left once that is at most
+# LAST_STEP_BYTES, or at most MAX_LAST_STEP_BYTES when STALLED_TURNS turns have not made it any
+# smaller (appends keep pace with the copy: the rest is what the loop appends in a turn or two).
+CHUNK_BYTES = 1 << 20
+MAX_TURN_BYTES = 8 << 20
+LAST_STEP_BYTES = 2 << 20
+MAX_LAST_STEP_BYTES = 32 << 20
+STALLED_TURNS = 16
 
 
 class _Restart(Exception):
@@ -73,6 +81,7 @@ class LogDirMover:
         self.replicas = replicas
         self.manager = replicas.log_manager
         self.moves: dict[TopicPartition, _Move] = {}
+        self._running: set[asyncio.Task[None]] = set()  # cancelled ones too, until they end
         self._deleting: set[asyncio.Future[None]] = set()  # copies being deleted
 
     # --- the request ---------------------------------------------------------------------------
@@ -117,7 +126,8 @@ class LogDirMover:
         manager.cleaning_paused.add(tp)
         move.task = asyncio.get_running_loop().create_task(
             self._run(tp, partition, move), name=f"move {topic}-{index}")
-        move.task.add_done_callback(lambda _: self._finished(tp, move))
+        self._running.add(move.task)
+        move.task.add_done_callback(lambda task: self._finished(tp, move, task))
         return ErrorCode.none
 
     # --- cancelling ----------------------------------------------------------------------------
@@ -136,14 +146,14 @@ class LogDirMover:
 
     async def stop(self) -> None:
         """The broker is stopping: every move stops, its copy deleted."""
-        tasks = [m.task for m in self.moves.values() if m.task is not None]
         for tp in list(self.moves):
             self.cancel(tp)
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*self._running, return_exceptions=True)
         await asyncio.gather(*self._deleting, return_exceptions=True)
 
-    def _finished(self, tp: TopicPartition, move: _Move) -> None:
+    def _finished(self, tp: TopicPartition, move: _Move, task: asyncio.Task[None]) -> None:
         """A move's task ended (swapped, failed or cancelled; no thread of it runs)."""
+        self._running.discard(task)
         if self.moves.get(tp) is move:
             del self.moves[tp]
         if tp not in self.moves:  # a newer move of the partition keeps compaction paused
@@ -207,29 +217,41 @@ class LogDirMover:
         target = move.future.log
         assert target is not None
         rewrites = self._source(tp, partition).rewrites
+        smallest, stalled = -1, 0
         while True:
             source = self._source(tp, partition)
             if source.rewrites != rewrites:
                 raise _Restart("the log was truncated or rewritten while it was copied")
             if target.log_end_offset < source.log_start_offset:
                 raise _Restart("the log's start passed what was copied")
-            if source.size_from(target.log_end_offset) <= LAST_STEP_BYTES:
+            left = source.size_from(target.log_end_offset)
+            if smallest < 0 or left < smallest:
+                smallest, stalled = left, 0
+            else:
+                stalled += 1
+            if left <= LAST_STEP_BYTES or (stalled >= STALLED_TURNS
+                                           and left <= MAX_LAST_STEP_BYTES):
                 while target.log_end_offset < source.log_end_offset:
-                    self._copy_chunk(source, target)
+                    self.copy_batches(source, target, MAX_TURN_BYTES)
                 replaced = self.manager.replace_current_with_future(tp)
                 partition.log = target
                 move.swapped = True
                 return replaced
-            self._copy_chunk(source, target)
+            self.copy_batches(source, target, min(max(CHUNK_BYTES, left // 2), MAX_TURN_BYTES))
             await asyncio.sleep(0)
 
     @staticmethod
-    def _copy_chunk(source: Log, target: Log) -> None:
-        chunk = min(CHUNK_BYTES, target.config.segment_bytes)
-        region = source.read(target.log_end_offset, chunk)
-        if region is None:
-            raise _Restart(f"nothing to read at offset {target.log_end_offset}")
-        target.append(region.read(), assign_offsets=False)
+    def copy_batches(source: Log, target: Log, budget: int) -> None:
+        """Append to ``target`` the batches of ``source`` after its end, about ``budget``
+        bytes of them (whole batches, as a follower appends its leader's)."""
+        copied = 0
+        while copied < budget and target.log_end_offset < source.log_end_offset:
+            chunk = min(budget - copied, target.config.segment_bytes)
+            region = source.read(target.log_end_offset, chunk)
+            if region is None:
+                raise _Restart(f"nothing to read at offset {target.log_end_offset}")
+            target.append(region.read(), assign_offsets=False)
+            copied += region.length
 
     def _source(self, tp: TopicPartition, partition: Partition) -> Log:
         """The log being moved, still the partition's (the move is cancelled otherwise)."""
