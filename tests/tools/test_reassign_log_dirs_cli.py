@@ -2,9 +2,9 @@
 and verifyReplicaMoves), run as a subprocess: on one broker with two log directories a replica
 moves where the file says and ``--verify`` follows it; in a ZooKeeper cluster of two brokers
 with two log directories each, a replica reassigned onto a broker is created in the directory
-the file names (the broker answers REPLICA_NOT_AVAILABLE until it hosts it, and the tool asks
-again), and a follower's replica moves while its leader takes writes, then leads with all of
-them. Kafka's lines; every failure is one line.
+the file names (the broker answers REPLICA_NOT_AVAILABLE until it hosts it, remembering the
+directory, and the tool asks again), and a follower's replica moves while its leader takes
+writes, then leads with all of them. Kafka's lines; every failure is one line.
 """
 
 from __future__ import annotations
@@ -174,8 +174,16 @@ def test_a_replica_is_created_in_the_named_dir_and_a_follower_moves_under_writes
     wait_for(lambda: leader_of(brokers, topic) == (2, [2]), what="broker 2 to lead")
     before = produce(servers(brokers), topic, [b"first-%d" % i for i in range(3000)])
 
-    # onto broker 1, in its dir b: the tool retries until broker 1 hosts the replica
+    # broker 1 hosts no replica of it yet: REPLICA_NOT_AVAILABLE, and the dir is remembered
     dir_b = root / "b1" / "b"
+    kafka_admin = KafkaAdminClient(bootstrap_servers=servers(brokers))
+    try:
+        answer = kafka_admin.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, 1):
+                                                     str(dir_b)})
+        assert [e.errno for e in answer.values()] == [9]  # REPLICA_NOT_AVAILABLE
+    finally:
+        kafka_admin.close()
+    # onto broker 1, in its dir b: the tool asks until broker 1 hosts the replica
     file = write_plan(tmp_path / "plan.json", [(topic, 0, [2, 1], ["any", str(dir_b)])])
     lines = ok(reassign(servers(brokers), "--execute", "--reassignment-json-file",
                         file)).splitlines()
