@@ -451,7 +451,9 @@ class LogManager:
         state and config become the replaced log's; the replaced directory is renamed
         ``-delete`` (the commit), then the copy's gets the partition's name; the checkpoints of
         both directories follow. Returns the replaced log, to be deleted (``Log.delete``).
-        KafkaStorageError, with the log still the partition's, when a rename fails."""
+        KafkaStorageError, with the log still the partition's, when the first rename fails;
+        when a later step fails, both directories go offline (the next start finishes the
+        swap)."""
         future = self.futures[tp]
         new, old = future.log, self.logs[tp]
         assert new is not None and new.log_end_offset == old.log_end_offset
@@ -464,20 +466,17 @@ class LogManager:
         current, retired = old.dir, source / delete_dir_name(*tp)
         try:
             os.rename(current, retired)
-            fsync_dir(source)
-        except OSError as exc:
+        except OSError as exc:  # nothing changed
             raise old.io_error("renaming the replaced replica", exc) from exc
         try:
+            fsync_dir(source)
             os.rename(new.dir, dest / current.name)
             fsync_dir(dest)
         except OSError as exc:
-            error = new.io_error("renaming the future replica", exc)
-            try:  # undo the commit: the copy goes at the next start
-                os.rename(retired, current)
-                fsync_dir(source)
-            except OSError as undo:
-                raise old.io_error("restoring the replaced replica", undo) from undo
-            raise error from exc
+            # half done, as a crash would leave it: the next start finishes the swap, and
+            # neither directory is written (or the copy deleted) until then
+            new.io_error("renaming the future replica", exc)
+            raise old.io_error("moving the replica", exc) from exc
         old.rename_dir(retired)
         old.deleted = True  # a flush on another thread stops; the caller deletes it
         new.rename_dir(dest / current.name)

@@ -195,7 +195,8 @@ def test_a_replica_is_created_in_the_named_dir_and_a_follower_moves_under_writes
     def verified() -> list[str]:
         out = ok(reassign(servers(brokers), "--verify", "--reassignment-json-file",
                           file)).splitlines()
-        return out if out[-1].endswith("completed successfully.") else []
+        done = out[1].endswith("is completed.") and out[-1].endswith("completed successfully.")
+        return out if done else []
 
     assert wait_for(verified, timeout=40, what="the reassignment and the move")[1:] == [
         f"Reassignment of partition {topic}-0 is completed.",
