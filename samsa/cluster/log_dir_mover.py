@@ -145,7 +145,8 @@ class LogDirMover:
                 self.cancel(tp)
 
     async def stop(self) -> None:
-        """The broker is stopping: every move stops, its copy deleted."""
+        """The broker is stopping: every move stops, its copy deleted (and a replaced
+        replica's deletion ends)."""
         for tp in list(self.moves):
             self.cancel(tp)
         await asyncio.gather(*self._running, return_exceptions=True)
@@ -163,10 +164,8 @@ class LogDirMover:
             return
         path = self.manager.discard_future(tp, move.future)
         if path is not None:
-            deleting = asyncio.get_running_loop().run_in_executor(
-                None, shutil.rmtree, path, True)
-            self._deleting.add(deleting)
-            deleting.add_done_callback(self._deleting.discard)
+            self._delete_later(asyncio.get_running_loop().run_in_executor(
+                None, shutil.rmtree, path, True))
 
     # --- the move ------------------------------------------------------------------------------
 
@@ -188,7 +187,12 @@ class LogDirMover:
         except Exception:
             log.exception("%s-%d: the move to %s failed", *tp, future.directory)
             return
-        await asyncio.to_thread(replaced.delete)
+        self._delete_later(asyncio.get_running_loop().run_in_executor(None, replaced.delete))
+
+    def _delete_later(self, deleting: asyncio.Future[None]) -> None:
+        """A deletion in a worker thread, which ``stop`` waits for."""
+        self._deleting.add(deleting)
+        deleting.add_done_callback(self._deleting.discard)
 
     async def _copy(self, tp: TopicPartition, partition: Partition,
                     future: FutureReplica) -> None:

@@ -113,9 +113,10 @@ def alter(admin: KafkaAdminClient, broker: samsa.Broker, moves: dict[tuple[str, 
     return {(r.topic, r.partition): error.errno for r, error in answer.items()}
 
 
-def located(admin: KafkaAdminClient, topic: str, partition: int = 0) -> set[tuple[str, bool]]:
+def located(admin: KafkaAdminClient, broker: samsa.Broker, topic: str, partition: int = 0
+            ) -> set[tuple[str, bool]]:
     """(log dir, is future) of every listing of the partition in DescribeLogDirs."""
-    [answer] = admin.describe_log_dirs()
+    [answer] = admin.describe_log_dirs(brokers=[broker.server.broker_id])
     return {(d["log_dir"], p["is_future_key"]) for d in answer["log_dirs"]
             for t in d["topics"] if t["name"] == topic
             for p in t["partitions"] if p["partition_index"] == partition}
@@ -173,7 +174,7 @@ def test_a_replica_moves_while_a_producer_writes_and_nothing_is_lost_or_doubled(
         try:
             wait_for(lambda: len(acked) > 1000, what="the producer to be under way")
             assert alter(admin, broker, {("moving", 0): dest}) == {("moving", 0): 0}
-            wait_for(lambda: located(admin, "moving") == {(str(dest), False)},
+            wait_for(lambda: located(admin, broker, "moving") == {(str(dest), False)},
                      what="the replica in its new directory")
             moved_at = len(acked)
             wait_for(lambda: len(acked) > moved_at + 1000, what="appends after the move")
@@ -207,7 +208,7 @@ def test_a_replica_moves_while_a_producer_writes_and_nothing_is_lost_or_doubled(
     with two_dirs(tmp_path) as again:  # the data is where it moved, and all of it
         admin = admin_for(again)
         try:
-            assert located(admin, "moving") == {(str(dest), False)}
+            assert located(admin, again, "moving") == {(str(dest), False)}
         finally:
             admin.close()
         assert consume(again, "moving") == records
@@ -239,7 +240,7 @@ def test_describe_log_dirs_shows_the_copy_while_it_is_made(tmp_path: Path) -> No
         assert listed[(str(source), False)].offset_lag == 0
         admin = admin_for(broker)
         try:
-            wait_for(lambda: located(admin, "big") == {(str(dest), False)},
+            wait_for(lambda: located(admin, broker, "big") == {(str(dest), False)},
                      what="the move to finish")
         finally:
             admin.close()
@@ -272,7 +273,7 @@ def test_kafkas_errors_for_what_cannot_be_moved(tmp_path: Path) -> None:
                 (long_name, 0): ErrorCode.invalid_topic_exception}
             # where it is already: nothing to do
             assert alter(admin, broker, {("t", 0): here}) == {("t", 0): 0}
-            assert located(admin, "t") == {(str(here), False)}
+            assert located(admin, broker, "t") == {(str(here), False)}
             assert not broker.server.log_manager.futures
         finally:
             admin.close()
@@ -312,7 +313,7 @@ def test_no_move_while_a_log_dir_is_offline(tmp_path: Path) -> None:
                 ("t", 0): ErrorCode.kafka_storage_error}
             assert alter(admin, broker, {("t", 0): other(tmp_path, here)}) == {
                 ("t", 0): ErrorCode.kafka_storage_error}
-            assert located(admin, "t") == {(str(here), False)}
+            assert located(admin, broker, "t") == {(str(here), False)}
         finally:
             admin.close()
 
@@ -340,7 +341,7 @@ def check_served_from(root: Path, directory: Path, records: list[tuple[int, byte
         assert where(broker, "t") == directory
         admin = admin_for(broker)
         try:
-            assert located(admin, "t") == {(str(directory), False)}
+            assert located(admin, broker, "t") == {(str(directory), False)}
         finally:
             admin.close()
         assert consume(broker, "t") == records
@@ -400,7 +401,7 @@ def test_a_compacted_log_moves_with_its_cleaner_checkpoint(tmp_path: Path) -> No
         try:
             assert alter(kafka_admin, broker, {("compacted", 0): there}) == {
                 ("compacted", 0): 0}
-            wait_for(lambda: located(kafka_admin, "compacted") == {(str(there), False)},
+            wait_for(lambda: located(kafka_admin, broker, "compacted") == {(str(there), False)},
                      what="the move")
         finally:
             kafka_admin.close()
