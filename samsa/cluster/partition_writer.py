@@ -57,10 +57,11 @@ class LogPartitionWriter:
         partition = self.replicas.partition(self.topic, index)
         if partition is None:
             return
-        log = partition.log
-        offset = log.log_start_offset
-        while offset < log.log_end_offset:
-            region = log.read(offset, 1 << 20)
+        offset = partition.log.log_start_offset
+        while offset < partition.log.log_end_offset:
+            # the log is looked up again each time: a move to another log directory may have
+            # replaced it while the caller was away
+            region = partition.log.read(offset, 1 << 20)
             if region is None:
                 return
             data = memoryview(region.read())

@@ -1,6 +1,7 @@
 """The partitions this broker hosts (Kafka's ReplicaManager, less the ZooKeeper watches): opening
 and dropping replicas, their topics' configs, the one check for requests only a leader may
-answer, and the leadership changes the coordinators listen to. Both modes use it: a single node
+answer, the leadership changes the coordinators listen to, and moves between log directories
+(``mover``, ``log_dir_mover.LogDirMover``). Both modes use it: a single node
 opens every partition of every topic as its leader; in cluster mode ``samsa.zk.replica_manager``
 opens the replicas assigned here and applies the controller's states to them.
 """
@@ -11,6 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from samsa.cluster.log_dir_mover import LogDirMover
 from samsa.cluster.partition import Partition
 from samsa.cluster.topics import Topic, TopicStore
 from samsa.config import LogConfig
@@ -38,6 +40,8 @@ class Replicas:
         # told of replicas that could not be opened because their log is (or may be) in an
         # offline log directory (the broker tells the controller, as of a failed directory's)
         self.on_offline: Callable[[list[TopicPartition]], None] | None = None
+        # replicas moving between this broker's log directories (AlterReplicaLogDirs)
+        self.mover = LogDirMover(self)
 
     def start(self, broker_id: int, topics: TopicStore) -> None:
         self.broker_id, self.topics = broker_id, topics
@@ -160,6 +164,7 @@ class Replicas:
             self.drop_partition(name, p)
 
     def drop_partition(self, name: str, index: int) -> None:
+        self.mover.cancel((name, index))
         partition = self.partitions.pop((name, index), None)
         if partition is not None:
             partition.close()
@@ -184,6 +189,7 @@ class Replicas:
         (Kafka's ReplicaManager.handleLogDirFailure): requests about them answer
         KAFKA_STORAGE_ERROR, waiting fetches and acks=all produces answer now, and a
         coordinator whose partition this broker led lets it go. Returns them."""
+        self.mover.dir_failed(directory)
         gone = sorted(tp for tp in self.partitions if self.log_manager.dir_of(tp) == directory)
         for tp in gone:
             partition = self.partitions.pop(tp)

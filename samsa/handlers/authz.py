@@ -184,6 +184,7 @@ REQUIRED: dict[int, tuple[Check, ...]] = {
          C(Op.DESCRIBE_CONFIGS, Res.CLUSTER, "broker resources")),
     33: (C(Op.ALTER_CONFIGS, Res.TOPIC, "topic resources"),
          C(Op.ALTER_CONFIGS, Res.CLUSTER, "broker resources")),
+    34: (C(Op.ALTER, Res.CLUSTER),),
     35: (C(Op.DESCRIBE, Res.CLUSTER),),
     36: (),  # SaslAuthenticate
     37: (C(Op.ALTER, Res.TOPIC, "each topic"),),

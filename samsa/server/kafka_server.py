@@ -395,6 +395,7 @@ class KafkaServer:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.replicas.mover.stop()
         for server in self._servers:
             await server.wait_closed()
         if self.acl_store is not None:

@@ -68,6 +68,12 @@ class LeaderEpochCache:
         self.entries = kept
         self._save()
 
+    def replace(self, entries: list[tuple[int, int]]) -> None:
+        """Take another replica's history (a copy of the log that replaces it)."""
+        if entries != self.entries:
+            self.entries = list(entries)
+            self._save()
+
     def clear(self) -> None:
         self.entries = []
         self._save()

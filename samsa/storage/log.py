@@ -160,6 +160,8 @@ class Log:
         self.last_flush_ms = clock()
         self.flush_timer: Histogram | None = None  # set by the log manager with metrics on
         self.deleted = False
+        # counts truncations and segment rewrites: a copy of the log made before one is stale
+        self.rewrites = 0
         self._load(recovery_point, log_start_offset, had_clean_shutdown)
 
     # --- properties ---------------------------------------------------------------------------
@@ -179,6 +181,25 @@ class Log:
     @property
     def name(self) -> str:
         return self.dir.name
+
+    def size_from(self, offset: int) -> int:
+        """Bytes of the batches from the one holding ``offset`` to the log end."""
+        if offset >= self.log_end_offset:
+            return 0
+        i = max(0, bisect_right(self._bases, offset) - 1)
+        found = self.segments[i].translate(offset)
+        position = found[0] if found is not None else self.segments[i].size
+        return self.segments[i].size - position + sum(s.size for s in self.segments[i + 1 :])
+
+    def rename_dir(self, directory: Path) -> None:
+        """The partition's directory was renamed to ``directory`` (a replica moved between
+        log directories): the open files stay, every path follows."""
+        self.dir = Path(directory)
+        self.parent_dir = self.dir.parent
+        for segment in self.segments:
+            segment.rename_dir(self.dir)
+        self.epochs.path = self.dir / self.epochs.path.name
+        self.producer_state.dir = self.dir
 
     # --- I/O errors ---------------------------------------------------------------------------
 
@@ -810,6 +831,7 @@ class Log:
         segment.first_batch_timestamp = first_batch[1].max_timestamp if first_batch else None
         self.segments[first : first + len(old)] = [segment]
         self._bases[first : first + len(old)] = [segment.base_offset]
+        self.rewrites += 1
         return True
 
     def _remove_segment(self, segment: LogSegment) -> None:
@@ -840,6 +862,7 @@ class Log:
             # epoch this replica led without writing must not make it diverge again
             self.epochs.truncate_from_end(offset)
             return
+        self.rewrites += 1
         while len(self.segments) > 1 and self.active.base_offset >= offset:
             self._remove_segment(self.active)
         segment = self.active
@@ -855,6 +878,7 @@ class Log:
 
     @_io("truncating")
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.rewrites += 1
         for segment in list(self.segments):
             segment.delete()
         self.segments.clear()

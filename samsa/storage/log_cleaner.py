@@ -2,7 +2,8 @@
 
 Each thread, in a loop: pick the compacted log with the highest dirty ratio at or above its
 ``min.cleanable.dirty.ratio`` (or any whose oldest dirty message is older than
-``max.compaction.lag.ms``, or whose kept tombstones have passed their delete horizon), clean it
+``max.compaction.lag.ms``, or whose kept tombstones have passed their delete horizon; not one
+being moved to another log directory, ``LogManager.cleaning_paused``), clean it
 (``cleaner.clean_log``), remember where the dirty part now starts in
 ``cleaner-offset-checkpoint`` (one per data directory, Kafka's format), and sleep
 ``log.cleaner.backoff.ms`` when no log needs cleaning. A log is cleaned by one thread at a time.
@@ -89,6 +90,7 @@ class LogCleaner:
             except OSError as exc:
                 manager.failures.maybe_add_offline_log_dir(
                     directory, f"reading {CLEANER_CHECKPOINT_FILE}", exc)
+        manager.move_listeners.append(self._moved)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -132,7 +134,8 @@ class LogCleaner:
         best: tuple[TopicPartition, Log, Cleanable] | None = None
         with self._lock:
             for tp, log_ in list(self.manager.logs.items()):
-                if not log_.config.compact or tp in self._in_progress:
+                if (not log_.config.compact or tp in self._in_progress
+                        or tp in self.manager.cleaning_paused):
                     continue
                 state = cleanable(log_, self._checkpoints.get(tp), now_ms)
                 self.metrics.dirty_ratio[f"{tp[0]}-{tp[1]}"] = state.dirty_ratio
@@ -211,6 +214,12 @@ class LogCleaner:
         with self._lock:
             self._horizons.pop(tp, None)
             if self._checkpoints.pop(tp, None) is not None:
+                self._write_checkpoints()
+
+    def _moved(self, tp: TopicPartition) -> None:
+        """A log moved to another directory: its entry moves with it."""
+        with self._lock:
+            if tp in self._checkpoints:
                 self._write_checkpoints()
 
     def _write_checkpoints(self) -> None:

@@ -18,6 +18,17 @@ holds may then be unknown (it could not be listed, or not to the end): a partiti
 is in no online directory while one is offline is not created afresh unless the cluster says
 it is new (``get_or_create(is_new=False)``, Kafka's rule for a replica that is not new): it
 is offline here too (``is_offline``), so that a log in the failed directory is never forked.
+
+A replica moves to another directory (AlterReplicaLogDirs) through a copy there, Kafka's future
+replica (``futures``, ``storage.future``), which replaces it in one step
+(``replace_current_with_future``): the current directory is renamed
+``<topic>-<partition>.<uuid>-delete`` (the commit: from then on the copy is the replica), then
+the copy's ``-future`` directory gets the partition's name; the replaced one is deleted after.
+At start-up (``_resolve_moves``) a ``-future`` directory beside its current replica is an
+unfinished copy and goes, a ``-delete`` one beside it is deleted, and a ``-future`` one whose
+current replica was renamed ``-delete`` finishes the swap a crash interrupted. (Kafka renames
+the future directory first; a crash between the renames leaves two current directories and a
+broker that refuses to start until one is deleted by hand.)
 """
 
 from __future__ import annotations
@@ -27,10 +38,12 @@ import fcntl
 import logging
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from samsa.config import BrokerConfig, LogConfig
+from samsa.durable import fsync_dir
 from samsa.errors import KafkaStorageError
 from samsa.metrics import Histogram
 from samsa.storage.checkpoint import (
@@ -42,12 +55,20 @@ from samsa.storage.checkpoint import (
     write_atomically,
     write_offsets,
 )
+from samsa.storage.future import (
+    DELETE_SUFFIX,
+    FutureReplica,
+    delete_dir_name,
+    future_dir_name,
+    parse_moved_dir,
+)
 from samsa.storage.log import Clock, Log, wall_clock_ms
 from samsa.storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+Offsets = dict[TopicPartition, int]
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 
@@ -81,6 +102,17 @@ class LogManager:
         self._locks: list[int] = []
         self.failures = LogDirFailureChannel()
         self.flush_timer: Histogram | None = None  # each log's flushes time into it
+        # replicas being copied to another directory (AlterReplicaLogDirs)
+        self.futures: dict[TopicPartition, FutureReplica] = {}
+        # where a partition not hosted yet is to be created (Kafka's preferredLogDirs)
+        self.preferred_dirs: dict[TopicPartition, Path] = {}
+        self.cleaning_paused: set[TopicPartition] = set()  # the log cleaner leaves them be
+        # told when a partition's log moved to another directory (the cleaner's checkpoints)
+        self.move_listeners: list[Callable[[TopicPartition], None]] = []
+        # found at start-up: future and replaced replicas' directories (_resolve_moves)
+        self._moved: list[tuple[Path, Path, TopicPartition, str]] = []
+        # each directory's checkpointed log start offsets and high watermarks, while starting
+        self._checkpoints: dict[Path, tuple[Offsets, Offsets]] = {}
 
     def config_for(self, topic: str) -> LogConfig:
         if self._topic_config is not None:
@@ -131,6 +163,7 @@ class LogManager:
                 self.failures.maybe_add_offline_log_dir(
                     directory, "Error while loading log dir", exc)
                 self.handle_log_dir_failure(directory)
+        self._resolve_moves()
         if not self.live_dirs:
             self._release()
             raise KafkaStorageError("Shutdown broker because all log dirs in "
@@ -142,10 +175,15 @@ class LogManager:
         recovery_points = read_offsets(directory / RECOVERY_POINT_FILE)
         start_offsets = read_offsets(directory / LOG_START_OFFSET_FILE)
         high_watermarks = read_offsets(directory / HIGH_WATERMARK_FILE)
+        self._checkpoints[directory] = (start_offsets, high_watermarks)
         partition_dirs = [p for p in sorted(directory.iterdir()) if p.is_dir()]
         if not clean and any(parse_partition_dir(p.name) for p in partition_dirs):
             log.info("%s: no clean shutdown marker; recovering unflushed segments", directory)
         for path in partition_dirs:
+            moved = parse_moved_dir(path.name)
+            if moved is not None:
+                self._moved.append((directory, path, (moved[0], moved[1]), moved[2]))
+                continue
             tp = parse_partition_dir(path.name)
             if tp is None:
                 continue
@@ -165,6 +203,85 @@ class LogManager:
         # From here on a crash must be detected: the marker goes until the next clean stop.
         marker.unlink(missing_ok=True)
 
+    def _resolve_moves(self) -> None:
+        """The future and replaced replicas a stop left (see the module's docstring): with the
+        partition's current replica found, they go; without it, a future replica whose
+        current one was renamed ``-delete`` (the swap's commit) becomes the replica, and a
+        lone ``-delete`` one is the replica again (the copy is gone). With a directory
+        offline the current replica may be there: nothing is decided, the partition is
+        offline here."""
+        found, self._moved = self._moved, []
+        by_tp: dict[TopicPartition, list[tuple[Path, Path, str]]] = {}
+        for directory, path, tp, kind in found:
+            if not self.failures.is_offline(directory):
+                by_tp.setdefault(tp, []).append((directory, path, kind))
+        some_offline = any(self.failures.is_offline(d) for d in self.dirs)
+        for tp, entries in sorted(by_tp.items()):
+            futures = [(d, p) for d, p, kind in entries if kind != DELETE_SUFFIX]
+            replaced = [(d, p) for d, p, kind in entries if kind == DELETE_SUFFIX]
+            if tp in self._dir_of:
+                for directory, path in futures:
+                    log.info("%s: removing the unfinished copy of %s-%d (its move was "
+                             "interrupted)", path, *tp)
+                    self._remove_dir(directory, path)
+                for directory, path in replaced:
+                    self._remove_dir(directory, path)
+            elif some_offline:
+                log.warning("%s-%d: its log may be in an offline log directory; leaving %s",
+                            *tp, ", ".join(str(p) for _, p, _ in entries))
+                self._unplaced.add(tp)
+            elif futures and replaced:
+                (directory, path), *others = futures
+                log.warning("%s-%d: finishing the swap a stop interrupted: %s replaces %s",
+                            *tp, path, replaced[0][1])
+                start_offsets, high_watermarks = self._checkpoints.get(replaced[0][0], ({}, {}))
+                self._promote(directory, path, tp, start_offsets.get(tp, 0),
+                              high_watermarks.get(tp))
+                for other_dir, other in others + replaced:
+                    self._remove_dir(other_dir, other)
+            elif len(replaced) == 1:
+                directory, path = replaced[0]
+                log.warning("%s-%d: %s is its only replica: restoring it", *tp, path)
+                start_offsets, high_watermarks = self._checkpoints.get(directory, ({}, {}))
+                self._promote(directory, path, tp, start_offsets.get(tp, 0),
+                              high_watermarks.get(tp))
+            elif replaced:
+                log.error("%s-%d: several replaced replicas and no current one (%s): the "
+                          "partition stays offline here", *tp,
+                          ", ".join(str(p) for _, p in replaced))
+                self._unplaced.add(tp)
+            else:
+                for directory, path in futures:
+                    log.info("%s: removing the copy of %s-%d, which has no replica any more",
+                             path, *tp)
+                    self._remove_dir(directory, path)
+        self._checkpoints.clear()
+
+    def _promote(self, directory: Path, path: Path, tp: TopicPartition, log_start_offset: int,
+                 high_watermark: int | None) -> None:
+        """Make ``path`` the partition's directory and open it, recovering every segment."""
+        target = directory / partition_dir_name(*tp)
+        try:
+            os.rename(path, target)
+            fsync_dir(directory)
+            self.logs[tp] = Log(target, self.config_for(tp[0]), recovery_point=0,
+                                log_start_offset=log_start_offset, clock=self.clock,
+                                failures=self.failures)
+            self.logs[tp].flush_timer = self.flush_timer
+        except (OSError, KafkaStorageError) as exc:
+            self.failures.maybe_add_offline_log_dir(directory, "Error while loading log dir",
+                                                    exc)
+            self.handle_log_dir_failure(directory)
+        self._dir_of[tp] = directory
+        if high_watermark is not None:
+            self._high_watermarks[tp] = high_watermark
+
+    def _remove_dir(self, directory: Path, path: Path) -> None:
+        try:
+            shutil.rmtree(path)
+        except OSError as exc:
+            self.failures.maybe_add_offline_log_dir(directory, f"deleting {path}", exc)
+
     def _lock(self, directory: Path) -> None:
         fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -178,7 +295,9 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Clean shutdown: fsync and close every log, write the checkpoints, then the marker
-        (in the directories still online: an offline one is recovered at the next start)."""
+        (in the directories still online: an offline one is recovered at the next start).
+        Copies still being made stay behind, and go at the next start."""
+        self._drop_futures()
         for log_ in list(self.logs.values()):
             try:
                 log_.close()
@@ -197,6 +316,7 @@ class LogManager:
         """Drop everything as a crash would (tests): no flush, no checkpoint, no marker."""
         for log_ in self.logs.values():
             log_.abandon()
+        self._drop_futures()
         self._release()
 
     def _release(self) -> None:
@@ -207,6 +327,12 @@ class LogManager:
         self._high_watermarks.clear()
 
     # --- partitions ---------------------------------------------------------------------------
+
+    def _drop_futures(self) -> None:
+        for future in self.futures.values():
+            if future.log is not None:
+                future.log.abandon()
+        self.futures.clear()
 
     def get(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
@@ -235,7 +361,9 @@ class LogManager:
             raise KafkaStorageError(
                 f"Can not create log for {topic}-{partition} because log directories "
                 f"{', '.join(str(d) for d in offline)} are offline")
-        directory = self._least_loaded_dir()
+        directory = self.preferred_dirs.pop(tp, None)
+        if directory is None or self.failures.is_offline(directory):
+            directory = self._least_loaded_dir()
         try:
             new = Log(
                 directory / partition_dir_name(topic, partition),
@@ -258,7 +386,7 @@ class LogManager:
         if not live:
             raise KafkaStorageError(f"every log directory is offline: {self.dirs}")
         counts = {d: 0 for d in live}
-        for d in self._dir_of.values():
+        for d in [*self._dir_of.values(), *(f.directory for f in self.futures.values())]:
             if d in counts:
                 counts[d] += 1
         return min(live, key=lambda d: counts[d])
@@ -282,6 +410,92 @@ class LogManager:
 
     def dir_of(self, tp: TopicPartition) -> Path | None:
         return self._dir_of.get(tp)
+
+    # --- moving a replica to another directory (AlterReplicaLogDirs) -------------------------
+
+    def configured_dir(self, path: str) -> Path | None:
+        """The log directory whose absolute path is ``path`` (as DescribeLogDirs names it;
+        Kafka compares the paths as written, so a relative one or a trailing slash is none)."""
+        return next((d for d in self.dirs if str(d.absolute()) == path), None)
+
+    def maybe_update_preferred_dir(self, tp: TopicPartition, directory: Path) -> None:
+        """Kafka's maybeUpdatePreferredLogDir: a partition created here later goes there
+        (unless its replica or its copy is there already)."""
+        future = self.futures.get(tp)
+        if self._dir_of.get(tp) != directory and (future is None
+                                                  or future.directory != directory):
+            self.preferred_dirs[tp] = directory
+
+    def create_future(self, tp: TopicPartition, directory: Path) -> FutureReplica:
+        """Start a copy of the partition's log in ``directory`` (its files come from
+        ``storage.future.copy_log``). KafkaStorageError when the directory cannot take it."""
+        path = directory / future_dir_name(*tp)
+        try:
+            path.mkdir()
+        except OSError as exc:
+            message = f"creating the future log of {tp[0]}-{tp[1]}"
+            self.failures.maybe_add_offline_log_dir(directory, message, exc)
+            raise KafkaStorageError(f"I/O error while {message} in {directory}: {exc}"
+                                    ) from exc
+        future = self.futures[tp] = FutureReplica(directory, path)
+        return future
+
+    def discard_future(self, tp: TopicPartition, future: FutureReplica) -> Path | None:
+        """Forget a copy of the partition and close its files; returns its directory, which
+        the caller deletes (None when its log dir is offline: nothing is written there)."""
+        if self.futures.get(tp) is future:
+            del self.futures[tp]
+        if future.log is not None:
+            future.log.deleted = True  # a flush on another thread stops
+            future.log.abandon()
+        return None if self.failures.is_offline(future.directory) else future.path
+
+    def replace_current_with_future(self, tp: TopicPartition) -> Log:
+        """The copy, caught up with the log (same log end offset: the caller holds off
+        appends), becomes the partition's log. Its log start offset, leader epochs, producer
+        state and config become the replaced log's; the replaced directory is renamed
+        ``-delete`` (the commit), then the copy's gets the partition's name; the checkpoints of
+        both directories follow. Returns the replaced log, to be deleted (``Log.delete``).
+        KafkaStorageError, with the log still the partition's, when the first rename fails;
+        when a later step fails, both directories go offline (the next start finishes the
+        swap)."""
+        future = self.futures[tp]
+        new, old = future.log, self.logs[tp]
+        assert new is not None and new.log_end_offset == old.log_end_offset
+        if old.log_start_offset > new.log_start_offset:
+            new.delete_records_before(old.log_start_offset)
+        new.epochs.replace(old.epochs.entries)
+        new.producer_state.copy_from(old.producer_state)
+        new.update_config(old.config)
+        new.flush_timer = old.flush_timer
+        source, dest = old.parent_dir, future.directory
+        current, retired = old.dir, source / delete_dir_name(*tp)
+        try:
+            os.rename(current, retired)
+        except OSError as exc:  # nothing changed
+            raise old.io_error("renaming the replaced replica", exc) from exc
+        try:
+            fsync_dir(source)
+            os.rename(new.dir, dest / current.name)
+            fsync_dir(dest)
+        except OSError as exc:
+            # half done, as a crash would leave it: the next start finishes the swap, and
+            # neither directory is written (or the copy deleted) until then
+            new.io_error("renaming the future replica", exc)
+            raise old.io_error("moving the replica", exc) from exc
+        old.rename_dir(retired)
+        old.deleted = True  # a flush on another thread stops; the caller deletes it
+        new.rename_dir(dest / current.name)
+        del self.futures[tp]
+        self.logs[tp] = new
+        self._dir_of[tp] = dest
+        self.checkpoint()
+        self._write_high_watermarks()
+        for listener in list(self.move_listeners):
+            listener(tp)
+        log.info("%s: the replica moved from %s to %s (log end offset %d)", current.name,
+                 source, dest, new.log_end_offset)
+        return old
 
     # --- offline directories ------------------------------------------------------------------
 
@@ -310,6 +524,9 @@ class LogManager:
         for tp in gone:
             with contextlib.suppress(OSError):
                 self.logs.pop(tp).abandon()
+        for tp, future in list(self.futures.items()):
+            if future.directory == directory:  # the copy is lost; it goes at the next start
+                self.discard_future(tp, future)
         return gone
 
     def partitions(self, topic: str) -> Iterator[tuple[int, Log]]:
@@ -368,6 +585,9 @@ class LogManager:
         for tp, offset in high_watermarks.items():
             if tp in self.logs:
                 self._high_watermarks[tp] = offset
+        self._write_high_watermarks()
+
+    def _write_high_watermarks(self) -> None:
         for directory in self.live_dirs:
             try:
                 write_offsets(directory / HIGH_WATERMARK_FILE, {

@@ -307,6 +307,16 @@ class ProducerStateManager:
         self._require_loaded()
         self._apply(header)
 
+    def copy_from(self, other: ProducerStateManager) -> None:
+        """Take another replica's state of the same log (a copy of the log that replaces it:
+        producers the original expired are gone here too)."""
+        other._require_loaded()
+        self._producers = dict(other._producers)  # the entries are immutable
+        self._ongoing = dict(other._ongoing)
+        self._map_end_offset = other._map_end_offset
+        self._loaded = True
+        self._version += 1
+
     def remove_expired(
         self, now_ms: int, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
     ) -> list[int]:

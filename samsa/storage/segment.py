@@ -302,6 +302,13 @@ class LogSegment:
             self.created_ms = now_ms
         self.load_tail()
 
+    def rename_dir(self, directory: Path) -> None:
+        """Its directory was renamed: the files are open still, their paths change."""
+        self.log_path = directory / self.log_path.name
+        self.index.path = directory / self.index.path.name
+        self.time_index.path = directory / self.time_index.path.name
+        self.txn_index.path = directory / self.txn_index.path.name
+
     def close(self) -> None:
         self.on_become_inactive()
         self.file.close()

@@ -6,7 +6,7 @@ The reassignment file is Kafka's JSON::
     {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2],
                                    "log_dirs": ["any", "any"]}]}
 
-(``log_dirs`` optional; samsa moves no replica between log directories, so every entry must be
+(``log_dirs`` optional: for each replica, the log directory of its broker to put it in, or
 ``any``), and the topics-to-move file of ``--generate`` is ``{"version": 1, "topics":
 [{"topic": "t"}]}``. Output lines are Kafka's ReassignPartitionsCommand's: ``--execute`` prints
 the current assignment of the partitions it moves (to save for a rollback) then ``Successfully
@@ -17,21 +17,32 @@ assignment of whole topics over ``--broker-list`` with Kafka's replica placement
 (``samsa.cluster.placement``). Like Kafka, ``--execute`` refuses to start while other
 reassignments run unless ``--additional`` is given.
 
+A replica with a log directory (not ``any``) is moved there after the reassignment has started,
+as Kafka's executeMoves does: AlterReplicaLogDirs is sent to its broker until the broker takes
+it (REPLICA_NOT_AVAILABLE while the replica is not there yet: the broker remembers the
+directory and creates the replica in it) or ``--timeout`` ms have passed, then ``Successfully
+started log directory move for: t-0-1`` (topic-partition-broker). ``--verify`` then reports
+each such replica from DescribeLogDirs (``Reassignment of replica t-0-1 completed
+successfully.``, ``... is still in progress.``, or where it is instead).
+
 samsa has no replication throttles: ``--throttle`` and ``--replica-alter-log-dirs-throttle`` do
 not exist here, and ``--preserve-throttles`` is accepted and does nothing. Unlike Kafka, an
 unknown topic or partition in the file of ``--verify`` or ``--cancel`` is an error too.
 
 confluent-kafka has no reassignment API, so the requests (Metadata, AlterPartitionReassignments,
-ListPartitionReassignments) go over a socket of samsa's own (``samsa.tools.wire``), to the
-controller Metadata names, found again when a broker answers NOT_CONTROLLER (kafka-python, which
-has these calls, is only a test dependency). Of ``--command-config``, ``client.id`` and the
-security settings (TLS, SASL: see ``samsa.tools.wire``) are used. Every failure is
-one ``samsa:`` line and exit status 1 (2 for a usage error).
+ListPartitionReassignments, AlterReplicaLogDirs, DescribeLogDirs) go over a socket of samsa's
+own (``samsa.tools.wire``), the reassignments' to the controller Metadata names, found again
+when a broker answers NOT_CONTROLLER, the log directories' to the replicas' brokers
+(kafka-python, which has these calls, is only a test dependency). Of ``--command-config``,
+``client.id`` and the security settings (TLS, SASL: see ``samsa.tools.wire``) are used. Every
+failure is one ``samsa:`` line and exit status 1 (2 for a usage error).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import Any
@@ -42,6 +53,7 @@ from kio.schema.alter_partition_reassignments.v0.request import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from kio.schema.describe_log_dirs.v4.request import DescribableLogDirTopic, DescribeLogDirsRequest
 from kio.schema.list_partition_reassignments.v0.request import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsTopics,
@@ -57,12 +69,16 @@ from samsa.tools.common import (
     parse_bootstrap,
     read_properties_file,
 )
-from samsa.tools.wire import Node, WirePool, WireSecurity
+from samsa.tools.wire import Node, WirePool, WireSecurity, build_entity
 
 CLIENT_ID = "reassign-partitions-tool"  # Kafka's client id for this tool
 ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
+ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
 ANY_LOG_DIR = "any"
+DEFAULT_TIMEOUT_MS = 10000  # Kafka's --timeout: how long log directory moves may take to start
+MOVE_RETRY_S = 0.1
 TP = tuple[str, int]
+TPR = tuple[str, int, int]  # Kafka's TopicPartitionReplica: topic, partition, broker
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 # Kafka's required and permitted options of each action (--bootstrap-server and
@@ -76,7 +92,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 PERMITTED: dict[str, frozenset[str]] = {
     "generate": frozenset({"disable_rack_aware"}),
-    "execute": frozenset({"additional"}),
+    "execute": frozenset({"additional", "timeout"}),
     "verify": frozenset({"preserve_throttles"}),
     "cancel": frozenset({"preserve_throttles"}),
     "list": frozenset(),
@@ -86,6 +102,7 @@ OPTION_NAMES = {
     "topics_to_move_json_file": "topics-to-move-json-file",
     "broker_list": "broker-list", "disable_rack_aware": "disable-rack-aware",
     "additional": "additional", "preserve_throttles": "preserve-throttles",
+    "timeout": "timeout",
 }
 CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE = (
     "Cannot execute because there is an existing partition assignment.  Use --additional to"
@@ -110,11 +127,26 @@ MESSAGES = {
         " the message was sent to an incompatible broker. See the broker logs for more details.",
     ErrorCode.unknown_server_error:
         "The server experienced an unexpected error when processing the request.",
+    ErrorCode.log_dir_not_found:
+        "The user-specified log directory is not found in the broker config.",
+    ErrorCode.kafka_storage_error: "Disk error when trying to access log file on the disk.",
+    ErrorCode.replica_not_available:
+        "The replica is not available for the requested topic-partition.",
 }
 
 
 def tp_name(tp: TP) -> str:
     return f"{tp[0]}-{tp[1]}"
+
+
+def replica_name(replica: TPR) -> str:
+    """Kafka's TopicPartitionReplica.toString: ``topic-partition-broker``."""
+    return f"{replica[0]}-{replica[1]}-{replica[2]}"
+
+
+def _replica_order(replica: TPR) -> tuple[int, str, int]:
+    """Kafka's compareTopicPartitionReplicas: broker, then topic, then partition."""
+    return replica[2], replica[0], replica[1]
 
 
 def joined(ids: Iterable[int], sep: str = ",") -> str:
@@ -203,14 +235,26 @@ def parse_reassignment(data: Any, where: str) -> list[tuple[TP, list[int]]]:
                     f"Size of replicas list {_java_list(replicas)} is different from size of"
                     f" log dirs list {_java_list(log_dirs)} for partition {tp_name(tp)}"
                 )
-            if any(d != ANY_LOG_DIR for d in log_dirs):
-                raise ToolError(
-                    f"{where}: partition {tp_name(tp)} names log dirs {_java_list(log_dirs)}:"
-                    f" samsa does not move replicas between log directories (use"
-                    f" \"{ANY_LOG_DIR}\")"
-                )
         result.append((tp, list(replicas)))
     return result
+
+
+def parse_log_dirs(data: Any, where: str) -> dict[TPR, str]:
+    """The log directory of each replica whose ``log_dirs`` entry is not ``any`` (Kafka's
+    parsePartitionReassignmentData's replica assignment; ``parse_reassignment`` checked the
+    file first)."""
+    moves: dict[TPR, str] = {}
+    for entry in data.get("partitions", []):
+        if "log_dirs" not in entry:
+            continue
+        topic = _field(entry, "topic", "str", where)
+        partition = _field(entry, "partition", "int", where)
+        replicas = _field(entry, "replicas", "ints", where)
+        for broker, log_dir in zip(replicas, _field(entry, "log_dirs", "strs", where),
+                                   strict=True):
+            if log_dir != ANY_LOG_DIR:
+                moves[(topic, partition, broker)] = log_dir
+    return moves
 
 
 def _java_list(items: Sequence[object]) -> str:
@@ -416,6 +460,73 @@ class Cluster(WirePool):
         return errors
 
 
+    def alter_replica_log_dirs(self, moves: Mapping[TPR, str]) -> dict[TPR, int]:
+        """AlterReplicaLogDirs to each replica's broker; the error code of each replica."""
+        nodes = self.by_id(self.metadata(()))
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for (topic, partition, broker), log_dir in moves.items():
+            by_broker.setdefault(broker, {}).setdefault(log_dir, {}).setdefault(
+                topic, []).append(partition)
+        codes: dict[TPR, int] = {}
+        for broker, dirs in sorted(by_broker.items()):
+            node = nodes.get(broker)
+            if node is None:
+                raise ToolError(f"Unknown broker id {broker}")
+            wire = self.node(node)
+            version = wire.version(ALTER_REPLICA_LOG_DIRS, 1, 2, "AlterReplicaLogDirs")
+            schema = importlib.import_module(
+                f"kio.schema.alter_replica_log_dirs.v{version}.request")
+            request = build_entity(schema.AlterReplicaLogDirsRequest, dirs=tuple(
+                build_entity(schema.AlterReplicaLogDir, path=path, topics=tuple(
+                    build_entity(schema.AlterReplicaLogDirTopic, name=topic,
+                                 partitions=tuple(partitions))
+                    for topic, partitions in sorted(topics.items())))
+                for path, topics in sorted(dirs.items())))
+            response = wire.request(ALTER_REPLICA_LOG_DIRS, version, request)
+            for topic in response.results:
+                for p in topic.partitions:
+                    codes[(topic.topic_name, int(p.partition_index), broker)] = int(
+                        p.error_code)
+        return codes
+
+    def replica_log_dirs(self, replicas: Iterable[TPR]
+                         ) -> dict[TPR, tuple[str | None, str | None]]:
+        """(current log dir, future log dir) of each replica, from DescribeLogDirs to its
+        broker (Kafka's describeReplicaLogDirs); a replica whose broker is gone is left out."""
+        nodes = self.by_id(self.metadata(()))
+        by_broker: dict[int, list[TPR]] = {}
+        for replica in replicas:
+            by_broker.setdefault(replica[2], []).append(replica)
+        found: dict[TPR, tuple[str | None, str | None]] = {}
+        for broker, wanted in sorted(by_broker.items()):
+            node = nodes.get(broker)
+            if node is None:
+                continue
+            wire = self.node(node)
+            version = wire.version(DESCRIBE_LOG_DIRS, 4, 4, "DescribeLogDirs")
+            topics: dict[str, list[int]] = {}
+            for topic, partition, _ in wanted:
+                topics.setdefault(topic, []).append(partition)
+            response = wire.request(DESCRIBE_LOG_DIRS, version, DescribeLogDirsRequest(
+                topics=tuple(DescribableLogDirTopic(topic=t, partitions=tuple(ps))
+                             for t, ps in sorted(topics.items()))))
+            if response.error_code != ErrorCode.none:
+                raise ToolError(f"{kafka_name(response.error_code)}: "
+                                f"{message_of(response.error_code, None)}")
+            current: dict[TP, str] = {}
+            future: dict[TP, str] = {}
+            for result in response.results:
+                if result.error_code != ErrorCode.none:
+                    continue
+                for topic in result.topics:
+                    for p in topic.partitions:
+                        into = future if p.is_future_key else current
+                        into[(topic.name, int(p.partition_index))] = result.log_dir
+            for replica in wanted:
+                found[replica] = (current.get(replica[:2]), future.get(replica[:2]))
+        return found
+
+
 # --- the actions ---------------------------------------------------------------------------------
 
 
@@ -442,7 +553,9 @@ def _current_replicas(cluster: Cluster, partitions: Iterable[TP]) -> dict[TP, li
     return {tp: found[tp] for tp in wanted}
 
 
-def run_execute(cluster: Cluster, parts: list[tuple[TP, list[int]]], additional: bool) -> None:
+def run_execute(cluster: Cluster, parts: list[tuple[TP, list[int]]], additional: bool,
+                moves: Mapping[TPR, str] | None = None,
+                timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
     proposed = check_execute(parts)
     if not additional and cluster.list_reassignments():
         raise ToolError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE)
@@ -459,9 +572,44 @@ def run_execute(cluster: Cluster, parts: list[tuple[TP, list[int]]], additional:
         raise ToolError(f"Error reassigning partition(s): {_error_lines(errors)}")
     click.echo(f"Successfully started partition reassignment{_plural(proposed)}"
                f" for {_partition_list(proposed)}")
+    if moves:
+        execute_moves(cluster, moves, timeout_ms)
 
 
-def run_verify(cluster: Cluster, parts: list[tuple[TP, list[int]]]) -> None:
+def _replica_list(replicas: Iterable[TPR]) -> str:
+    return ",".join(replica_name(r) for r in sorted(replicas, key=_replica_order))
+
+
+def execute_moves(cluster: Cluster, moves: Mapping[TPR, str], timeout_ms: int) -> None:
+    """Kafka's executeMoves: AlterReplicaLogDirs until every broker took its replicas' moves
+    (REPLICA_NOT_AVAILABLE: not there yet, asked again) or ``timeout_ms`` has passed."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    pending = dict(moves)
+    while True:
+        codes = cluster.alter_replica_log_dirs(pending)
+        failed = {r: c for r, c in codes.items()
+                  if c not in (ErrorCode.none, ErrorCode.replica_not_available)}
+        if failed:
+            replica = min(failed, key=_replica_order)
+            code = failed[replica]
+            raise ToolError(f"Error moving replica {replica_name(replica)} to log dir"
+                            f" {pending[replica]}: {kafka_name(code)}: {message_of(code, None)}")
+        started = [r for r in pending if codes.get(r) == ErrorCode.none]
+        if started:
+            click.echo(f"Successfully started log directory move{_plural(started)} for:"
+                       f" {_replica_list(started)}")
+        for replica in started:
+            del pending[replica]
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise ToolError(f"Timed out before log directory move{_plural(pending)} could be"
+                            f" started for: {_replica_list(pending)}")
+        time.sleep(MOVE_RETRY_S)
+
+
+def run_verify(cluster: Cluster, parts: list[tuple[TP, list[int]]],
+               moves: Mapping[TPR, str] | None = None) -> None:
     targets = dict(parts)
     running = cluster.list_reassignments()
     current = _current_replicas(cluster, [tp for tp in targets if tp not in running])
@@ -476,6 +624,38 @@ def run_verify(cluster: Cluster, parts: list[tuple[TP, list[int]]]) -> None:
                          f" replica set is {joined(current[tp])} rather than"
                          f" {joined(targets[tp])}.")
     click.echo("\n".join(lines))
+    if moves:
+        click.echo("\n".join(move_states(cluster, moves)))
+
+
+def move_states(cluster: Cluster, moves: Mapping[TPR, str]) -> list[str]:
+    """Kafka's findLogDirMoveStates and replicaMoveStatesToString: one line per replica."""
+    found = cluster.replica_log_dirs(moves)
+    lines = []
+    for replica in sorted(moves, key=_replica_order):
+        target = moves[replica]
+        partition, broker = tp_name(replica[:2]), replica[2]
+        if replica not in found:
+            lines.append(f"Partition {partition} cannot be found in any live log directory on"
+                         f" broker {broker}.")
+            continue
+        current, future = found[replica]
+        if current is None:
+            lines.append(f"Partition {partition} is not found in any live log dir on broker"
+                         f" {broker}. There is likely an offline log directory on the broker.")
+        elif future is None and current == target:
+            lines.append(f"Reassignment of replica {replica_name(replica)} completed"
+                         " successfully.")
+        elif future is None:
+            lines.append(f"Partition {partition} on broker {broker} is not being moved from log"
+                         f" dir {current} to {target}.")
+        elif future == target:
+            lines.append(f"Reassignment of replica {replica_name(replica)} is still in"
+                         " progress.")
+        else:
+            lines.append(f"Partition {partition} on broker {broker} is being moved to log dir"
+                         f" {future} instead of {target}.")
+    return lines
 
 
 def run_cancel(cluster: Cluster, parts: list[tuple[TP, list[int]]]) -> None:
@@ -562,6 +742,9 @@ def run_generate(cluster: Cluster, topics: list[str], broker_list: list[int],
               help="With --execute, start even while other reassignments run.")
 @click.option("--preserve-throttles", "preserve_throttles", is_flag=True,
               help="Accepted for Kafka's scripts; samsa has no replication throttles.")
+@click.option("--timeout", "timeout", type=click.IntRange(min=0), metavar="MS",
+              help="With --execute, the maximum time in ms to wait for log directory replica"
+                   f" assignment to begin (default {DEFAULT_TIMEOUT_MS}).")
 def reassign_partitions(
     bootstrap_server: str, command_config: Path | None, generate: bool, execute: bool,
     verify: bool, cancel: bool, list_: bool, **options: Any,
@@ -596,16 +779,22 @@ def reassign_partitions(
             run_generate(cluster, topics, brokers, not options["disable_rack_aware"])
         return
     parts: list[tuple[TP, list[int]]] = []
+    moves: dict[TPR, str] = {}
     if action != "list":
         path: Path = options["reassignment_json_file"]
-        parts = parse_reassignment(read_json(path, "--reassignment-json-file"), str(path))
+        data = read_json(path, "--reassignment-json-file")
+        parts = parse_reassignment(data, str(path))
+        moves = parse_log_dirs(data, str(path))
         if action != "execute" and not parts:
             raise ToolError(f"{path}: Partition reassignment list cannot be empty")
-    with Cluster(bootstrap_server, REQUEST_TIMEOUT_S, client_id, security) as cluster:
+    timeout_ms = options["timeout"] if options["timeout"] is not None else DEFAULT_TIMEOUT_MS
+    # the connections' deadline covers the moves' --timeout as well
+    with Cluster(bootstrap_server, REQUEST_TIMEOUT_S + timeout_ms / 1000, client_id,
+                 security) as cluster:
         if action == "execute":
-            run_execute(cluster, parts, options["additional"])
+            run_execute(cluster, parts, options["additional"], moves, timeout_ms)
         elif action == "verify":
-            run_verify(cluster, parts)
+            run_verify(cluster, parts, moves)
         elif action == "cancel":
             run_cancel(cluster, parts)
         else:

@@ -389,6 +389,10 @@ CASES = [
             {"partition_index": 0, "replicas": None}]}]},
         lambda r: top(r) + [p.error_code for t in r.responses for p in t.partitions],
         [([], 31), ([cluster_acl(Op.ALTER)], 85)]),  # NO_REASSIGNMENT_IN_PROGRESS
+    Case("AlterReplicaLogDirs", 34, 2, lambda e: {"dirs": [
+        {"path": "/no/such/log/dir", "topics": [{"name": TOPIC, "partitions": [0]}]}]},
+        lambda r: partition_errors(r, "results"),
+        [([], 31), ([cluster_acl(Op.ALTER)], 57)]),  # LOG_DIR_NOT_FOUND: past the gate
     Case("DescribeLogDirs", 35, 4, lambda e: {"topics": None}, top,
          [([], 31), ([cluster_acl(Op.DESCRIBE)], 0)]),
     Case("ListPartitionReassignments", 46, 0, lambda e: {"timeout": 5000, "topics": None},

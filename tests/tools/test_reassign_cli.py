@@ -25,6 +25,7 @@ import samsa.cli as cli
 from samsa.tools.reassign_partitions import (
     check_execute,
     parse_broker_list,
+    parse_log_dirs,
     parse_reassignment,
     parse_topics,
     reassignment_json,
@@ -367,8 +368,11 @@ def test_the_files_and_options_are_checked_before_anything_is_sent(tmp_path: Pat
                                          "log_dirs": ["any"]}]}) == (
         "Size of replicas list [1, 2] is different from size of log dirs list [any] for"
         " partition t-0")
-    assert "does not move replicas between log directories" in execute_plan(
-        {"partitions": [{"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/d"]}]})
+    # a log dir other than "any": the replica is moved there on its broker
+    moving = {"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2],
+                              "log_dirs": ["/d", "any"]}]}
+    assert check_execute(parse_reassignment(moving, where)) == {("t", 0): [1, 2]}
+    assert parse_log_dirs(moving, where) == {("t", 0, 1): "/d"}
     # Kafka's defaults: version 1, and "log_dirs" all "any"
     assert check_execute(parse_reassignment({"partitions": [
         {"topic": "t", "partition": 0, "replicas": [2, 1], "log_dirs": ["any", "any"]}]},
