@@ -107,3 +107,16 @@ class TokenBucket:
         if self.tokens >= 0 or self.rate <= 0:
             return 0
         return math.ceil(-self.tokens / self.rate * 1000.0)
+
+
+class SimpleRate(WindowedRate):
+    """Kafka's SimpleRate, which the replication throttles measure with: the rate over the time
+    since the oldest live sample began, at least one window (a new sensor's first burst counts
+    in full, where Rate spreads it over ``samples - 1`` windows)."""
+
+    __slots__ = ()
+
+    def window_size_ms(self, now_ms: float) -> float:
+        self._purge(now_ms)
+        oldest = min(s for s in self._starts if s != -math.inf)
+        return max(now_ms - oldest, self.window_ms)

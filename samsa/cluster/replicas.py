@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from samsa.cluster.partition import Partition
+from samsa.cluster.replication_quota import ReplicationQuotas
 from samsa.cluster.topics import Topic, TopicStore
 from samsa.config import LogConfig
 from samsa.errors import ErrorCode, KafkaError, KafkaStorageError
@@ -36,6 +37,8 @@ class Replicas:
         # told of replicas that could not be opened because their log is (or may be) in an
         # offline log directory (the broker tells the controller, as of a failed directory's)
         self.on_offline: Callable[[list[TopicPartition]], None] | None = None
+        # the replication throttles (leader.replication.throttled.rate, ...)
+        self.quotas = ReplicationQuotas(log_manager.config)
 
     def start(self, broker_id: int, topics: TopicStore) -> None:
         self.broker_id, self.topics = broker_id, topics
@@ -172,6 +175,16 @@ class Replicas:
         for (t, _), partition in self.partitions.items():
             if t == name:
                 partition.log.update_config(config)
+
+    def topic_defaults_changed(self) -> None:
+        """The broker's topic defaults changed (dynamic broker configs): every hosted log takes
+        its topic's config anew (Kafka's DynamicLogConfig.updateLogsConfig)."""
+        self.log_manager.defaults = self.log_manager.config.topic_defaults()
+        configs: dict[str, LogConfig] = {}
+        for (topic, _), partition in self.partitions.items():
+            if topic not in configs:
+                configs[topic] = self.topic_log_config(topic)
+            partition.log.update_config(configs[topic])
 
     # --- offline log directories -------------------------------------------------------------
 

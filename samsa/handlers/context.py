@@ -14,6 +14,7 @@ from samsa.security.acl import ANONYMOUS_PRINCIPAL
 
 if TYPE_CHECKING:  # all from the layers below the handlers
     from samsa.cluster.acls import AclStore
+    from samsa.cluster.broker_configs import DynamicBrokerConfig
     from samsa.cluster.producer_ids import ProducerIdManager
     from samsa.cluster.replicas import Replicas
     from samsa.cluster.scram import ScramCredentialStore
@@ -57,6 +58,7 @@ class Broker(Protocol):
     authorizer: AclAuthorizer | None  # None: authorizer.class.name is empty, all is allowed
     acl_store: AclStore | None  # where CreateAcls and DeleteAcls write (with an authorizer)
     scram_store: ScramCredentialStore | None  # SCRAM credentials (None until started)
+    dynamic_config: DynamicBrokerConfig  # dynamic broker configs (AlterConfigs of brokers)
 
     @property
     def topics(self) -> TopicStore | None: ...

@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from samsa.cluster.acls import AclStore
+from samsa.cluster.broker_configs import DynamicBrokerConfig, Reconfigurable
 from samsa.cluster.partition_writer import LogPartitionWriter
 from samsa.cluster.producer_ids import ProducerIdManager
 from samsa.cluster.replicas import Replicas
+from samsa.cluster.replication_quota import RATE_KEYS
 from samsa.cluster.scram import ScramCredentialStore
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.cluster.topics import TopicStore
-from samsa.config import BrokerConfig, ConfigError
+from samsa.config import BROKER_KEYS, DYNAMIC_MODES, BrokerConfig, ConfigError
 from samsa.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from samsa.coordinator.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from samsa.durable import write_atomically
@@ -60,6 +62,19 @@ log = logging.getLogger(__name__)
 API_VERSIONS_KEY = 18
 META_PROPERTIES = "meta.properties"
 _TICK_SECONDS = 1.0
+
+# The dynamic broker keys each part of the broker reads (Kafka's reconfigurables): the topic
+# defaults (DynamicLogConfig), the cleaner's (LogCleaner.ReconfigurableConfigs, less
+# message.max.bytes, which samsa's cleaner does not size buffers by), the thread counts (Kafka's
+# thread pools and network threads: checked as Kafka checks them, no effect here), the
+# connection quotas (SocketServer).
+LOG_KEYS = frozenset(n for n in DYNAMIC_MODES if n in BROKER_KEYS and BROKER_KEYS[n].topic)
+CLEANER_KEYS = frozenset({"log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+                          "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms"})
+THREAD_KEYS = frozenset({"num.io.threads", "num.network.threads",
+                         "num.recovery.threads.per.data.dir", "background.threads"})
+CONNECTION_KEYS = frozenset({"max.connections.per.ip", "max.connections.per.ip.overrides",
+                             "max.connections"})
 
 
 def new_cluster_id() -> str:
@@ -111,6 +126,9 @@ class KafkaServer:
         # a single node has no inter-broker traffic: max.connections covers every listener
         self.connection_limits = ConnectionLimits.from_config(
             self.config, self.inter_broker.listener_name if cluster else None)
+        # dynamic broker configs: loaded at start, changed by AlterConfigs
+        self.dynamic_config = DynamicBrokerConfig(self.config)
+        self._register_reconfigurables()
         self.broker_id = self.config.get("broker.id")
         self.cluster_id = ""
         self.bound: list[EndPoint] = []
@@ -149,6 +167,7 @@ class KafkaServer:
                 await self.acl_store.stop()
             if self.scram_store is not None:
                 await self.scram_store.stop()
+            await self.dynamic_config.stop()
             await self.mode.stop()
             if self.cleaner is not None:
                 await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
@@ -168,6 +187,10 @@ class KafkaServer:
         self.replicas.start(self.broker_id, self._open_topic_store(first_dir))
         self.scram_store = self.mode.scram_store(first_dir, failures)
         await self.scram_store.start()
+        # the dynamic configs before the logs open: they may change the topic defaults
+        await self.dynamic_config.start(self.broker_id,
+                                        self.mode.broker_config_store(first_dir, failures))
+        self._check_metadata_dir()
         manager.load_logs()  # a directory whose logs fail to load goes offline
         blocks = self.mode.producer_id_blocks(self.broker_id)
         try:
@@ -267,6 +290,66 @@ class KafkaServer:
         self.cleaner.start()
         self.replicas.on_drop = self.cleaner.forget
 
+    # --- dynamic broker configs -------------------------------------------------------------
+
+    def _register_reconfigurables(self) -> None:
+        """What reads each dynamic broker key, checked and told when it changes (Kafka's
+        DynamicBrokerConfig.addReconfigurables). producer.id.expiration.ms needs none: the
+        log manager reads it at each expiry pass."""
+        dynamic = self.dynamic_config
+        dynamic.register(Reconfigurable(
+            "logs", LOG_KEYS, reconfigure=lambda _c, _k: self.replicas.topic_defaults_changed()))
+        dynamic.register(Reconfigurable("log cleaner", CLEANER_KEYS, self._validate_cleaner,
+                                        self._reconfigure_cleaner))
+        dynamic.register(Reconfigurable("thread pools", THREAD_KEYS, self._validate_threads))
+        dynamic.register(Reconfigurable(
+            "connection quotas", CONNECTION_KEYS,
+            lambda new: ConnectionLimits.check(new),
+            lambda new, _k: self.connection_limits.update(new)))
+        dynamic.register(Reconfigurable(
+            "replication quotas", RATE_KEYS,
+            reconfigure=lambda new, _k: self.replicas.quotas.update(new)))
+
+    def _validate_threads(self, new: BrokerConfig) -> None:
+        """Kafka's DynamicThreadPool check: at least 1, half to double the current count."""
+        for name in sorted(THREAD_KEYS):
+            value, old = new.get(name), self.config.get(name)
+            if value == old:
+                continue
+            problem = f"Dynamic thread count update validation failed for {name}={value}"
+            if value <= 0:
+                raise ConfigError(f"{problem}, value should be at least 1")
+            if value < old // 2:
+                raise ConfigError(f"{problem}, value should be at least half the current "
+                                  f"value {old}")
+            if value > old * 2:
+                raise ConfigError(f"{problem}, value should not be greater than double the "
+                                  f"current value {old}")
+
+    def _validate_cleaner(self, new: BrokerConfig) -> None:
+        """Kafka's LogCleaner.validateReconfiguration (a running cleaner's thread count)."""
+        if self.cleaner is None:
+            return
+        threads, current = new.get("log.cleaner.threads"), self.cleaner.thread_count
+        if threads < 1:
+            raise ConfigError("Log cleaner threads should be at least 1")
+        if threads < current // 2:
+            raise ConfigError("Log cleaner threads cannot be reduced to less than half the "
+                              f"current value {current}")
+        if threads > current * 2:
+            raise ConfigError("Log cleaner threads cannot be increased to more than double the "
+                              f"current value {current}")
+
+    async def _reconfigure_cleaner(self, new: BrokerConfig, _keys: set[str]) -> None:
+        cleaner = self.cleaner
+        if cleaner is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(None, lambda: cleaner.reconfigure(
+            threads=new.get("log.cleaner.threads"),
+            dedupe_buffer_size=new.get("log.cleaner.dedupe.buffer.size"),
+            load_factor=new.get("log.cleaner.io.buffer.load.factor"),
+            backoff_ms=new.get("log.cleaner.backoff.ms")))
+
     def _new_connection(self, max_request: int, security: ListenerSecurity) -> Connection:
         connection = Connection(self.dispatch, max_request, self._connection_closed, security,
                                 self._admit)
@@ -365,6 +448,7 @@ class KafkaServer:
             await self.acl_store.stop()
         if self.scram_store is not None:
             await self.scram_store.stop()
+        await self.dynamic_config.stop()
         await self.mode.stop()
         if self.cleaner is not None:  # joined off the loop: its swaps run on the loop
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from samsa.cluster.acls import AclStore, FileAclStore
+from samsa.cluster.broker_configs import BrokerConfigStore, LocalBrokerConfigStore
 from samsa.cluster.replicas import Replicas
 from samsa.cluster.scram import LocalScramStore, ScramCredentialStore
 from samsa.cluster.topic_admin import LocalTopicAdmin, TopicAdmin
@@ -63,6 +64,10 @@ class Mode(Protocol):
                     ) -> ScramCredentialStore:
         """Where SCRAM credentials are kept (a single node: its metadata dir)."""
 
+    def broker_config_store(self, metadata_dir: Path, failures: LogDirFailureChannel
+                            ) -> BrokerConfigStore:
+        """Where the dynamic broker configs are kept (a single node: its metadata dir)."""
+
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         """Once listening: join the cluster (``endpoints``: the advertised listeners)."""
 
@@ -113,6 +118,10 @@ class SingleNode:
     def scram_store(self, metadata_dir: Path, failures: LogDirFailureChannel
                     ) -> ScramCredentialStore:
         return LocalScramStore(metadata_dir, failures)
+
+    def broker_config_store(self, metadata_dir: Path, failures: LogDirFailureChannel
+                            ) -> BrokerConfigStore:
+        return LocalBrokerConfigStore(metadata_dir, failures)
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         pass

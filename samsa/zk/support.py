@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from samsa.cluster.broker_configs import BrokerConfigStore, LocalBrokerConfigStore
 from samsa.cluster.replicas import Replicas
 from samsa.config import BrokerConfig, LogConfig
 from samsa.security.authorizer import AclAuthorizer
@@ -79,6 +80,11 @@ class ZkSupport:
         """SCRAM credentials in ZooKeeper (/config/users), followed through the config change
         notifications."""
         return ZkScramStore(self.membership.zk)
+
+    def broker_config_store(self, metadata_dir: Path, failures: LogDirFailureChannel
+                            ) -> BrokerConfigStore:
+        """TEMPORARY: the metadata dir until the ZooKeeper store lands."""
+        return LocalBrokerConfigStore(metadata_dir, failures)
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         """Register (``endpoints``: the advertised listeners), take part in the election (the
