@@ -17,9 +17,18 @@ assignment of whole topics over ``--broker-list`` with Kafka's replica placement
 (``samsa.cluster.placement``). Like Kafka, ``--execute`` refuses to start while other
 reassignments run unless ``--additional`` is given.
 
-samsa has no replication throttles: ``--throttle`` and ``--replica-alter-log-dirs-throttle`` do
-not exist here, and ``--preserve-throttles`` is accepted and does nothing. Unlike Kafka, an
-unknown topic or partition in the file of ``--verify`` or ``--cancel`` is an error too.
+Replication throttles, as Kafka's: ``--execute --throttle N`` sets
+``leader.replication.throttled.replicas`` (the partitions' current replicas) and
+``follower.replication.throttled.replicas`` (the replicas being added) on each topic moved and
+``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate`` = N on every
+broker involved ("The inter-broker throttle limit was set to N B/s"; with ``--additional`` it
+changes the throttle of running reassignments); ``--replica-alter-log-dirs-throttle N`` sets
+``replica.alter.log.dirs.io.max.bytes.per.second`` on the brokers whose replicas move between
+log directories (none in samsa). ``--verify``, once no reassignment runs, and ``--cancel``
+remove every one of those configs from every broker and from the file's topics ("Clearing
+broker-level throttles on brokers ...") unless ``--preserve-throttles`` is given. Unlike
+Kafka, an unknown topic or partition in the file of ``--verify`` or ``--cancel`` is an error
+too.
 
 confluent-kafka has no reassignment API, so the requests (Metadata, AlterPartitionReassignments,
 ListPartitionReassignments) go over a socket of samsa's own (``samsa.tools.wire``), to the
@@ -42,6 +51,11 @@ from kio.schema.alter_partition_reassignments.v0.request import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from kio.schema.incremental_alter_configs.v0.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 from kio.schema.list_partition_reassignments.v0.request import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsTopics,
@@ -61,6 +75,16 @@ from samsa.tools.wire import Node, WirePool, WireSecurity
 
 CLIENT_ID = "reassign-partitions-tool"  # Kafka's client id for this tool
 ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
+INCREMENTAL_ALTER_CONFIGS = 44
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+OP_SET, OP_DELETE = 0, 1
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+BROKER_LEVEL_THROTTLES = (LEADER_RATE, FOLLOWER_RATE, LOG_DIRS_RATE)
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+TOPIC_LEVEL_THROTTLES = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 ANY_LOG_DIR = "any"
 TP = tuple[str, int]
 
@@ -76,9 +100,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 PERMITTED: dict[str, frozenset[str]] = {
     "generate": frozenset({"disable_rack_aware"}),
-    "execute": frozenset({"additional"}),
+    "execute": frozenset({"additional", "throttle", "replica_alter_log_dirs_throttle",
+                          "timeout"}),
     "verify": frozenset({"preserve_throttles"}),
-    "cancel": frozenset({"preserve_throttles"}),
+    "cancel": frozenset({"preserve_throttles", "timeout"}),
     "list": frozenset(),
 }
 OPTION_NAMES = {
@@ -86,7 +111,14 @@ OPTION_NAMES = {
     "topics_to_move_json_file": "topics-to-move-json-file",
     "broker_list": "broker-list", "disable_rack_aware": "disable-rack-aware",
     "additional": "additional", "preserve_throttles": "preserve-throttles",
+    "throttle": "throttle", "replica_alter_log_dirs_throttle": "replica-alter-log-dirs-throttle",
+    "timeout": "timeout",
 }
+UNSET = -1  # the default of --throttle and --replica-alter-log-dirs-throttle: no throttle
+YOU_MUST_RUN_VERIFY_PERIODICALLY_MESSAGE = (
+    "Warning: You must run --verify periodically, until the reassignment completes, to ensure"
+    " the throttle is removed."
+)
 CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE = (
     "Cannot execute because there is an existing partition assignment.  Use --additional to"
     " override this and create a new partition assignment in addition to the existing one. The"
@@ -364,6 +396,30 @@ class Cluster(WirePool):
         self.forget(wire)
         return problem
 
+    def alter_configs(self, resource_type: int, changes: Mapping[str, Sequence[AlterableConfig]]
+                      ) -> None:
+        """IncrementalAlterConfigs of topics (to any broker) or brokers (each to itself, as
+        Kafka's admin client sends them); the first failure is a ToolError."""
+        if not changes:
+            return
+        nodes = self.by_id(self.metadata(())) if resource_type == RESOURCE_BROKER else {}
+        targets: dict[Node | None, list[AlterConfigsResource]] = {}
+        for name, configs in sorted(changes.items()):
+            node = nodes.get(int(name)) if resource_type == RESOURCE_BROKER else None
+            if resource_type == RESOURCE_BROKER and node is None:
+                continue  # not in the cluster now: nothing there to change
+            targets.setdefault(node, []).append(AlterConfigsResource(
+                resource_type=resource_type, resource_name=name, configs=tuple(configs)))
+        for node, resources in targets.items():
+            wire = self.bootstrap() if node is None else self.node(node)
+            wire.version(INCREMENTAL_ALTER_CONFIGS, 0, 0, "IncrementalAlterConfigs")
+            response = wire.request(INCREMENTAL_ALTER_CONFIGS, 0, IncrementalAlterConfigsRequest(
+                resources=tuple(resources), validate_only=False))
+            for result in response.responses:
+                if result.error_code != ErrorCode.none:
+                    raise ToolError(f"{kafka_name(result.error_code)}: "
+                                    f"{message_of(result.error_code, result.error_message)}")
+
     def list_reassignments(self, partitions: Iterable[TP] | None = None
                            ) -> dict[TP, tuple[list[int], list[int], list[int]]]:
         """ListPartitionReassignments: (replicas, adding, removing) of each running move."""
@@ -442,9 +498,95 @@ def _current_replicas(cluster: Cluster, partitions: Iterable[TP]) -> dict[TP, li
     return {tp: found[tp] for tp in wanted}
 
 
-def run_execute(cluster: Cluster, parts: list[tuple[TP, list[int]]], additional: bool) -> None:
+# --- throttles -----------------------------------------------------------------------------------
+
+Moves = dict[str, dict[int, tuple[set[int], set[int]]]]  # topic -> partition -> (sources, dests)
+
+
+def proposed_moves(running: Mapping[TP, tuple[list[int], list[int], list[int]]],
+                   proposed: Mapping[TP, Sequence[int]],
+                   current: Mapping[TP, Sequence[int]]) -> Moves:
+    """Kafka's calculateProposedMoveMap: the running reassignments' moves (sources: their
+    replicas less those being added), then the proposed ones (sources: a running move's, else
+    the current replicas; destinations: the new replicas not among the sources)."""
+    moves: Moves = {}
+    for (topic, index), (replicas, adding, _) in running.items():
+        moves.setdefault(topic, {})[index] = (set(replicas) - set(adding), set(adding))
+    for (topic, index), replicas in proposed.items():
+        parts = moves.setdefault(topic, {})
+        sources = parts[index][0] if index in parts else set(current[(topic, index)])
+        parts[index] = (sources, set(replicas) - sources)
+    return moves
+
+
+def _replica_list(pairs: Iterable[tuple[int, int]]) -> str:
+    """``partition:broker,...`` sorted as text, as Kafka's TreeSet of them."""
+    return ",".join(sorted(f"{p}:{b}" for p, b in pairs))
+
+
+def leader_throttles(moves: Moves) -> dict[str, str]:
+    """Kafka's calculateLeaderThrottles: every source replica of every move, by topic."""
+    return {topic: _replica_list((p, b) for p, (sources, _) in parts.items() for b in sources)
+            for topic, parts in moves.items()}
+
+
+def follower_throttles(moves: Moves) -> dict[str, str]:
+    """Kafka's calculateFollowerThrottles: every destination replica, by topic."""
+    return {topic: _replica_list((p, b) for p, (sources, dests) in parts.items()
+                                 for b in dests if b not in sources)
+            for topic, parts in moves.items()}
+
+
+def set_throttles(cluster: Cluster, moves: Moves, throttle: int) -> None:
+    """Kafka's modifyReassignmentThrottle: the topics' throttled replicas, then the rate on
+    every broker a move involves."""
+    leaders, followers = leader_throttles(moves), follower_throttles(moves)
+    cluster.alter_configs(RESOURCE_TOPIC, {
+        topic: [AlterableConfig(name=LEADER_REPLICAS, config_operation=OP_SET,
+                                value=leaders[topic]),
+                AlterableConfig(name=FOLLOWER_REPLICAS, config_operation=OP_SET,
+                                value=followers[topic])]
+        for topic in moves})
+    brokers = sorted({b for parts in moves.values() for sources, dests in parts.values()
+                      for b in sources | dests})
+    cluster.alter_configs(RESOURCE_BROKER, {
+        str(b): [AlterableConfig(name=LEADER_RATE, config_operation=OP_SET, value=str(throttle)),
+                 AlterableConfig(name=FOLLOWER_RATE, config_operation=OP_SET,
+                                 value=str(throttle))]
+        for b in brokers})
+    click.echo(f"The inter-broker throttle limit was set to {throttle} B/s")
+
+
+def set_log_dir_throttle(cluster: Cluster, brokers: Iterable[int], throttle: int) -> None:
+    """Kafka's modifyLogDirThrottle, on the brokers whose replicas move between log
+    directories (samsa moves none: the file's log dirs are all ``any``)."""
+    cluster.alter_configs(RESOURCE_BROKER, {
+        str(b): [AlterableConfig(name=LOG_DIRS_RATE, config_operation=OP_SET,
+                                 value=str(throttle))] for b in brokers})
+    click.echo(f"The replica-alter-dir throttle limit was set to {throttle} B/s")
+
+
+def clear_throttles(cluster: Cluster, parts: list[tuple[TP, list[int]]]) -> None:
+    """Kafka's clearAllThrottles: the broker-level throttles of every broker (the cluster's
+    and the file's replicas), the topic-level ones of the file's topics."""
+    brokers = sorted(set(cluster.by_id(cluster.metadata(())))
+                     | {b for _, replicas in parts for b in replicas})
+    click.echo(f"Clearing broker-level throttles on broker{_plural(brokers)} {joined(brokers)}")
+    cluster.alter_configs(RESOURCE_BROKER, {
+        str(b): [AlterableConfig(name=key, config_operation=OP_DELETE, value=None)
+                 for key in BROKER_LEVEL_THROTTLES] for b in brokers})
+    topics = sorted({topic for (topic, _), _ in parts})
+    click.echo(f"Clearing topic-level throttles on topic{_plural(topics)} {','.join(topics)}")
+    cluster.alter_configs(RESOURCE_TOPIC, {
+        topic: [AlterableConfig(name=key, config_operation=OP_DELETE, value=None)
+                for key in TOPIC_LEVEL_THROTTLES] for topic in topics})
+
+
+def run_execute(cluster: Cluster, parts: list[tuple[TP, list[int]]], additional: bool,
+                throttle: int = UNSET, log_dir_throttle: int = UNSET) -> None:
     proposed = check_execute(parts)
-    if not additional and cluster.list_reassignments():
+    running = cluster.list_reassignments()
+    if not additional and running:
         raise ToolError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE)
     known = set(cluster.by_id(cluster.metadata(())))
     for replicas in proposed.values():
@@ -454,6 +596,12 @@ def run_execute(cluster: Cluster, parts: list[tuple[TP, list[int]]], additional:
     current = _current_replicas(cluster, proposed)
     click.echo(f"Current partition replica assignment\n\n{reassignment_json(current)}\n\n"
                "Save this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0 or log_dir_throttle >= 0:
+        click.echo(YOU_MUST_RUN_VERIFY_PERIODICALLY_MESSAGE)
+        if throttle >= 0:
+            set_throttles(cluster, proposed_moves(running, proposed, current), throttle)
+        if log_dir_throttle >= 0:
+            set_log_dir_throttle(cluster, (), log_dir_throttle)
     errors = cluster.alter_reassignments(proposed)
     if errors:
         raise ToolError(f"Error reassigning partition(s): {_error_lines(errors)}")
@@ -461,7 +609,8 @@ def run_execute(cluster: Cluster, parts: list[tuple[TP, list[int]]], additional:
                f" for {_partition_list(proposed)}")
 
 
-def run_verify(cluster: Cluster, parts: list[tuple[TP, list[int]]]) -> None:
+def run_verify(cluster: Cluster, parts: list[tuple[TP, list[int]]],
+               preserve_throttles: bool = False) -> None:
     targets = dict(parts)
     running = cluster.list_reassignments()
     current = _current_replicas(cluster, [tp for tp in targets if tp not in running])
@@ -476,22 +625,29 @@ def run_verify(cluster: Cluster, parts: list[tuple[TP, list[int]]]) -> None:
                          f" replica set is {joined(current[tp])} rather than"
                          f" {joined(targets[tp])}.")
     click.echo("\n".join(lines))
+    # Kafka clears every throttle once no reassignment at all runs: it cannot tell which
+    # brokers the earlier ones involved
+    if not running and not preserve_throttles:
+        clear_throttles(cluster, parts)
 
 
-def run_cancel(cluster: Cluster, parts: list[tuple[TP, list[int]]]) -> None:
+def run_cancel(cluster: Cluster, parts: list[tuple[TP, list[int]]],
+               preserve_throttles: bool = False) -> None:
     targets = {tp for tp, _ in parts}
     _current_replicas(cluster, targets)
     running = [tp for tp, (_, adding, removing) in cluster.list_reassignments(targets).items()
                if tp in targets and (adding or removing)]
     if not running:
         click.echo("None of the specified partition reassignments are active.")
-        return
-    errors = cluster.alter_reassignments(dict.fromkeys(running))
-    if errors:
-        raise ToolError(f"Error cancelling partition reassignment{_plural(errors)} for:"
-                        f" {_error_lines(errors)}")
-    click.echo(f"Successfully cancelled partition reassignment{_plural(running)} for:"
-               f" {_partition_list(running)}")
+    else:
+        errors = cluster.alter_reassignments(dict.fromkeys(running))
+        if errors:
+            raise ToolError(f"Error cancelling partition reassignment{_plural(errors)} for:"
+                            f" {_error_lines(errors)}")
+        click.echo(f"Successfully cancelled partition reassignment{_plural(running)} for:"
+                   f" {_partition_list(running)}")
+    if not preserve_throttles:
+        clear_throttles(cluster, parts)
 
 
 def run_list(cluster: Cluster) -> None:
@@ -533,6 +689,10 @@ def run_generate(cluster: Cluster, topics: list[str], broker_list: list[int],
     click.echo(f"Proposed partition reassignment configuration\n{reassignment_json(proposed)}")
 
 
+def _throttle(value: int | None) -> int:
+    return UNSET if value is None else value
+
+
 @click.command("reassign-partitions")
 @bootstrap_option
 @command_config_option
@@ -559,9 +719,23 @@ def run_generate(cluster: Cluster, topics: list[str], broker_list: list[int],
 @click.option("--disable-rack-aware", "disable_rack_aware", is_flag=True,
               help="With --generate, ignore the brokers' racks.")
 @click.option("--additional", is_flag=True,
-              help="With --execute, start even while other reassignments run.")
+              help="With --execute, start even while other reassignments run (also to change"
+                   " the throttle of running reassignments).")
+@click.option("--throttle", type=int, default=None, metavar="B/S",
+              help="With --execute, throttle the movement of partitions between brokers to"
+                   " this many bytes a second (leader.replication.throttled.rate and"
+                   " follower.replication.throttled.rate on the brokers involved, the moved"
+                   " replicas in the topics' throttled-replicas configs); at least 1 KB/s is"
+                   " advised.")
+@click.option("--replica-alter-log-dirs-throttle", "replica_alter_log_dirs_throttle",
+              type=int, default=None, metavar="B/S",
+              help="With --execute, throttle replica moves between log directories"
+                   " (replica.alter.log.dirs.io.max.bytes.per.second; samsa moves none).")
+@click.option("--timeout", type=int, default=None, metavar="MS",
+              help="Kafka's wait for log directory moves to begin (samsa moves none).")
 @click.option("--preserve-throttles", "preserve_throttles", is_flag=True,
-              help="Accepted for Kafka's scripts; samsa has no replication throttles.")
+              help="With --verify or --cancel, leave the broker and topic throttles as they"
+                   " are.")
 def reassign_partitions(
     bootstrap_server: str, command_config: Path | None, generate: bool, execute: bool,
     verify: bool, cancel: bool, list_: bool, **options: Any,
@@ -603,10 +777,11 @@ def reassign_partitions(
             raise ToolError(f"{path}: Partition reassignment list cannot be empty")
     with Cluster(bootstrap_server, REQUEST_TIMEOUT_S, client_id, security) as cluster:
         if action == "execute":
-            run_execute(cluster, parts, options["additional"])
+            run_execute(cluster, parts, options["additional"], _throttle(options["throttle"]),
+                        _throttle(options["replica_alter_log_dirs_throttle"]))
         elif action == "verify":
-            run_verify(cluster, parts)
+            run_verify(cluster, parts, options["preserve_throttles"])
         elif action == "cancel":
-            run_cancel(cluster, parts)
+            run_cancel(cluster, parts, options["preserve_throttles"])
         else:
             run_list(cluster)
