@@ -35,7 +35,7 @@ class ReplicationQuota:
                  clock: Callable[[], float] = _now_ms) -> None:
         self.bound = bound
         self.clock = clock
-        self._rate = SimpleRate(max(2, samples), window_s * 1000.0, clock())
+        self._rate = SimpleRate(samples, window_s * 1000.0, clock())
 
     def record(self, size: int) -> None:
         if size:

@@ -18,6 +18,7 @@ from samsa.security.channel import InterBrokerSecurity
 from samsa.security.listeners import EndPoint
 from samsa.storage.log_dir_failure import LogDirFailureChannel
 from samsa.zk.acls import ZkAclStore
+from samsa.zk.config_manager import ZkConfigManager
 from samsa.zk.controlled_shutdown import ask_controlled_shutdown
 from samsa.zk.controller import Controller
 from samsa.zk.membership import ClusterMembership
@@ -44,6 +45,9 @@ class ZkSupport:
         self.topic_admin = ZkTopicAdmin(replicas, self.membership,
                                         config.get("default.replication.factor"),
                                         inter_broker.listener_name)
+        # entity configs (/config/users, /config/clients, ...) and their change notifications:
+        # one follower per broker, each user of it registering the entity types it applies
+        self.config_manager = ZkConfigManager(self.membership.zk)
         self.controller: Controller | None = None
         self.replica_manager: ReplicaManager | None = None
         self.broker_id = -1
@@ -79,7 +83,7 @@ class ZkSupport:
     def scram_store(self, metadata_dir: Path, failures: LogDirFailureChannel) -> ZkScramStore:
         """SCRAM credentials in ZooKeeper (/config/users), followed through the config change
         notifications."""
-        return ZkScramStore(self.membership.zk)
+        return ZkScramStore(self.membership.zk, self.config_manager)
 
     def broker_config_store(self, metadata_dir: Path, failures: LogDirFailureChannel
                             ) -> BrokerConfigStore:
@@ -193,6 +197,7 @@ class ZkSupport:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.config_manager.stop()
         if self.replica_manager is not None:
             await self.replica_manager.stop()
         if self.controller is not None:
