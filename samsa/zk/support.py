@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from samsa.cluster.broker_configs import BrokerConfigStore, LocalBrokerConfigStore
+from samsa.cluster.broker_configs import BrokerConfigStore
 from samsa.cluster.replicas import Replicas
 from samsa.config import BrokerConfig, LogConfig
 from samsa.security.authorizer import AclAuthorizer
@@ -18,6 +18,7 @@ from samsa.security.channel import InterBrokerSecurity
 from samsa.security.listeners import EndPoint
 from samsa.storage.log_dir_failure import LogDirFailureChannel
 from samsa.zk.acls import ZkAclStore
+from samsa.zk.broker_configs import ZkBrokerConfigStore
 from samsa.zk.config_manager import ZkConfigManager
 from samsa.zk.controlled_shutdown import ask_controlled_shutdown
 from samsa.zk.controller import Controller
@@ -87,8 +88,9 @@ class ZkSupport:
 
     def broker_config_store(self, metadata_dir: Path, failures: LogDirFailureChannel
                             ) -> BrokerConfigStore:
-        """TEMPORARY: the metadata dir until the ZooKeeper store lands."""
-        return LocalBrokerConfigStore(metadata_dir, failures)
+        """Dynamic broker configs in ZooKeeper (/config/brokers), followed through the config
+        change notifications."""
+        return ZkBrokerConfigStore(self.membership.zk, self.config_manager)
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         """Register (``endpoints``: the advertised listeners), take part in the election (the
