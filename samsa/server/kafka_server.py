@@ -297,8 +297,7 @@ class KafkaServer:
         DynamicBrokerConfig.addReconfigurables). producer.id.expiration.ms needs none: the
         log manager reads it at each expiry pass."""
         dynamic = self.dynamic_config
-        dynamic.register(Reconfigurable(
-            "logs", LOG_KEYS, reconfigure=lambda _c, _k: self.replicas.topic_defaults_changed()))
+        dynamic.register(Reconfigurable("logs", LOG_KEYS, reconfigure=self._log_defaults_changed))
         dynamic.register(Reconfigurable("log cleaner", CLEANER_KEYS, self._validate_cleaner,
                                         self._reconfigure_cleaner))
         dynamic.register(Reconfigurable("thread pools", THREAD_KEYS, self._validate_threads))
@@ -309,6 +308,14 @@ class KafkaServer:
         dynamic.register(Reconfigurable(
             "replication quotas", RATE_KEYS,
             reconfigure=lambda new, _k: self.replicas.quotas.update(new)))
+
+    def _log_defaults_changed(self, new: BrokerConfig, keys: set[str]) -> None:
+        """Kafka's DynamicLogConfig.reconfigure: every log takes the new defaults, and the
+        default turning unclean leader election on lets the controller use it at once."""
+        self.replicas.topic_defaults_changed()
+        if "unclean.leader.election.enable" in keys and new.get(
+                "unclean.leader.election.enable"):
+            self.mode.unclean_default_enabled()
 
     def _validate_threads(self, new: BrokerConfig) -> None:
         """Kafka's DynamicThreadPool check: at least 1, half to double the current count."""

@@ -68,6 +68,9 @@ class Mode(Protocol):
                             ) -> BrokerConfigStore:
         """Where the dynamic broker configs are kept (a single node: its metadata dir)."""
 
+    def unclean_default_enabled(self) -> None:
+        """The broker default unclean.leader.election.enable turned on while running."""
+
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         """Once listening: join the cluster (``endpoints``: the advertised listeners)."""
 
@@ -122,6 +125,9 @@ class SingleNode:
     def broker_config_store(self, metadata_dir: Path, failures: LogDirFailureChannel
                             ) -> BrokerConfigStore:
         return LocalBrokerConfigStore(metadata_dir, failures)
+
+    def unclean_default_enabled(self) -> None:
+        pass  # a single node's replicas are all in sync
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         pass

@@ -92,6 +92,11 @@ class ZkSupport:
         change notifications."""
         return ZkBrokerConfigStore(self.membership.zk, self.config_manager)
 
+    def unclean_default_enabled(self) -> None:
+        """The controller, if this broker is it, elects the offline partitions it now may."""
+        if self.controller is not None and self.controller.active:
+            self.controller.unclean_default_enabled()
+
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         """Register (``endpoints``: the advertised listeners), take part in the election (the
         winner runs the controller), and apply the cluster's partition states to the local
