@@ -673,8 +673,12 @@ DYNAMIC_MODES = _dynamic_modes()
 
 
 def broker_key(name: str) -> Key | None:
-    """A broker key by name, static or dynamic-only."""
-    return BROKER_KEYS.get(name) or DYNAMIC_ONLY_KEYS.get(name)
+    """A broker key by name, static or dynamic-only; a listener's override
+    (``listener.name.<listener>.<key>``) is its key's."""
+    found = BROKER_KEYS.get(name) or DYNAMIC_ONLY_KEYS.get(name)
+    if found is None and (override := listener_key(name)) is not None:
+        found = BROKER_KEYS[override[2]]
+    return found
 
 
 # Keys of Kafka's KRaft mode, with what samsa takes instead: samsa is a single node or a
@@ -726,22 +730,51 @@ def _scala_set(names: Iterable[str]) -> str:
     return f"Set({', '.join(names)})"
 
 
+# The TLS stores a listener's connections are made with (Kafka's SslConfigs.RECONFIGURABLE_CONFIGS):
+# dynamic per broker, only with a listener's prefix (listener.name.<listener>.ssl.keystore...).
+DYNAMIC_SECURITY_KEYS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.certificates",
+})
+
+
+def dynamic_listener_key(name: str) -> str | None:
+    """``listener.name.<listener>.<key>`` of a key a listener may change dynamically: the
+    name with the listener in lower case (as Kafka's prefix); else None."""
+    found = listener_key(name)
+    if found is None or found[1] or found[2] not in DYNAMIC_SECURITY_KEYS:
+        return None
+    return f"{LISTENER_PREFIX}{found[0]}.{found[2]}"
+
+
 def check_dynamic(props: Mapping[str, Any], per_broker: bool) -> dict[str, Any]:
-    """Kafka's DynamicBrokerConfig.validateConfigs: the dynamic broker configs ``props`` parsed,
-    or ConfigError with Kafka's message (an unknown key, which Kafka would keep as a custom
-    config for plugins samsa does not have, is refused as in server.properties).
-    ``per_broker``: for one broker, else as the cluster's default."""
-    _check_known(props, {**BROKER_KEYS, **DYNAMIC_ONLY_KEYS}, "broker")
-    fixed = [name for name in props if name not in DYNAMIC_MODES]
+    """Kafka's DynamicBrokerConfig.validateConfigs: the dynamic broker configs ``props`` parsed
+    (a listener's key under its name with the listener in lower case), or ConfigError with
+    Kafka's message (an unknown key, which Kafka would keep as a custom config for plugins
+    samsa does not have, is refused as in server.properties). ``per_broker``: for one broker,
+    else as the cluster's default."""
+    listener_props = {name: dynamic_listener_key(name) for name in props
+                      if listener_key(name) is not None}
+    fixed = [name for name, normal in listener_props.items() if normal is None]
+    others = {name: v for name, v in props.items() if name not in listener_props}
+    _check_known(others, {**BROKER_KEYS, **DYNAMIC_ONLY_KEYS}, "broker")
+    fixed += [name for name in others
+              if name not in DYNAMIC_MODES and name not in DYNAMIC_SECURITY_KEYS]
     if fixed:
         raise ConfigError(f"Cannot update these configs dynamically: {_scala_set(fixed)}")
+    unprefixed = [name for name in others if name in DYNAMIC_SECURITY_KEYS]
+    if unprefixed:
+        raise ConfigError("These security configs can be dynamically updated only per-listener "
+                          f"using the listener prefix: {_scala_set(unprefixed)}")
     parsed = {}
     for name, value in props.items():
         key = broker_key(name)
         assert key is not None
-        parsed[name] = key.parse(value)
+        parsed[listener_props.get(name) or name] = key.parse(value)
     if not per_broker:
-        only = [name for name in props if DYNAMIC_MODES[name] == PER_BROKER]
+        only = [name for name in props
+                if name in listener_props or DYNAMIC_MODES[name] == PER_BROKER]
         if only:
             raise ConfigError("Cannot update these configs at default cluster level, broker id "
                               f"must be specified: {_scala_set(only)}")
@@ -832,7 +865,9 @@ class BrokerConfig:
     def listener_get(self, listener: str, name: str) -> Any:
         """``name`` as listener ``listener`` sees it: its ``listener.name.<listener>.`` override
         (the listener name in lower case, as Kafka's prefix), else the broker's value."""
-        value = self._listener.get((listener.lower(), "", name))
+        value = self._dynamic[True].get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        if value is None:
+            value = self._listener.get((listener.lower(), "", name))
         return self.get(name) if value is None else value
 
     def mechanism_get(self, listener: str, mechanism: str, name: str) -> Any:
@@ -859,8 +894,13 @@ class BrokerConfig:
             if value is not None:
                 return value
         key = BROKER_KEYS.get(name)
-        if key is None:
+        if key is None and name in DYNAMIC_ONLY_KEYS:
             return DYNAMIC_ONLY_KEYS[name].default
+        if key is None:  # a listener's override: listener.name.<listener>.[<mechanism>.]<key>
+            found = listener_key(name)
+            if found is None:
+                raise KeyError(name)
+            return self.mechanism_get(*found)
         if name in self._explicit and self._explicit[name] is not None:
             return self._explicit[name]
         for synonym, factor in key.synonyms:

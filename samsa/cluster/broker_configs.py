@@ -128,14 +128,17 @@ class DynamicBrokerConfig:
                 continue
             try:
                 reconfigurable.validate(candidate)
-            except ConfigError as exc:
+            except Exception as exc:  # as Kafka: any failure refuses the change
                 log.info("Validation of dynamic config update of %s failed: %s",
                          sorted(reconfigurable.keys & changed), exc)
                 raise KafkaError(INVALID_DYNAMIC_CONFIGURATION,
                                  ErrorCode.invalid_request) from None
         sensitive = [name for name in props if (key := broker_key(name)) and key.sensitive]
         if sensitive:  # samsa has no password.encoder.secret to store them with
-            raise KafkaError("Password encoder secret not configured", ErrorCode.invalid_config)
+            name = str(self.broker_id) if per_broker else ""
+            raise KafkaError(f"Invalid config value for resource ConfigResource(type=BROKER, "
+                             f"name='{name}'): Password encoder secret not configured",
+                             ErrorCode.invalid_config)
 
     async def alter(self, per_broker: bool, props: Mapping[str, str],
                     validate_only: bool) -> None:

@@ -15,6 +15,7 @@ ConfigType).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,6 +30,7 @@ from samsa.config import (
     LogConfig,
     Type,
     broker_key,
+    listener_key,
     warn_deprecated,
 )
 from samsa.errors import ErrorCode, KafkaError, error
@@ -99,7 +101,10 @@ def config_string(value: Any) -> str | None:
 
 def _broker_synonym_group(name: str) -> list[str]:
     """The broker keys that set the same thing as ``name``, most precise first
-    (Kafka's DynamicBrokerConfig.brokerConfigSynonyms)."""
+    (Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a listener's override, then its key)."""
+    override = listener_key(name)
+    if override is not None:
+        return [name, override[2]]
     for key in BROKER_KEYS.values():
         group = [key.name, *(s for s, _ in key.synonyms)]
         if key.name == "log.flush.interval.ms":
@@ -217,8 +222,10 @@ def broker_config_entries(
     static values before defaults, from the first entry that names the key itself on."""
     config = server.config
     wanted = set(names) if names else None
-    dynamic_only = [k for n in sorted(set(config.dynamic_props(True))
-                                      | set(config.dynamic_props(False)))
+    # the dynamic-only keys and listeners' overrides that are set, under their own names
+    dynamic_only = [dataclasses.replace(k, name=n)
+                    for n in sorted(set(config.dynamic_props(True))
+                                    | set(config.dynamic_props(False)))
                     if (k := broker_key(n)) is not None and n not in BROKER_KEYS]
     entries = []
     for key in [*BROKER_KEYS.values(), *dynamic_only]:

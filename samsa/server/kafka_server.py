@@ -26,7 +26,14 @@ from samsa.cluster.replication_quota import RATE_KEYS
 from samsa.cluster.scram import ScramCredentialStore
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.cluster.topics import TopicStore
-from samsa.config import BROKER_KEYS, DYNAMIC_MODES, BrokerConfig, ConfigError
+from samsa.config import (
+    BROKER_KEYS,
+    DYNAMIC_MODES,
+    DYNAMIC_SECURITY_KEYS,
+    LISTENER_PREFIX,
+    BrokerConfig,
+    ConfigError,
+)
 from samsa.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from samsa.coordinator.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from samsa.durable import write_atomically
@@ -46,6 +53,7 @@ from samsa.security.authorizer import AclAuthorizer, authorizer_from_config
 from samsa.security.channel import InterBrokerSecurity, ListenerSecurity
 from samsa.security.listeners import EndPoint, ListenerConfig
 from samsa.security.sasl.scram import ScramCredential
+from samsa.security.ssl_factory import keystore_identity
 from samsa.server.connection import Connection
 from samsa.server.connection_limits import ConnectionLimits
 from samsa.server.modes import Mode, SingleNode
@@ -221,9 +229,11 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         max_request = self.config.get("socket.request.max.bytes")
         for listener in self.listeners:
-            security = self.security[listener.listener_name]
+            # the listener's security as it is when a connection comes (its TLS stores may
+            # change: dynamic broker configs)
             server = await loop.create_server(
-                lambda security=security: self._new_connection(max_request, security),
+                lambda name=listener.listener_name: self._new_connection(
+                    max_request, self.security[name]),
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,
@@ -308,6 +318,14 @@ class KafkaServer:
         dynamic.register(Reconfigurable(
             "replication quotas", RATE_KEYS,
             reconfigure=lambda new, _k: self.replicas.quotas.update(new)))
+        for endpoint in self.listeners:
+            if endpoint.uses_tls:
+                prefix = f"{LISTENER_PREFIX}{endpoint.listener_name.lower()}."
+                dynamic.register(Reconfigurable(
+                    f"listener {endpoint.listener_name}",
+                    frozenset(prefix + key for key in DYNAMIC_SECURITY_KEYS),
+                    lambda new, e=endpoint: self._validate_tls(new, e),
+                    lambda new, _k, e=endpoint: self._reconfigure_tls(new, e)))
 
     def _log_defaults_changed(self, new: BrokerConfig, keys: set[str]) -> None:
         """Kafka's DynamicLogConfig.reconfigure: every log takes the new defaults, and the
@@ -316,6 +334,26 @@ class KafkaServer:
         if "unclean.leader.election.enable" in keys and new.get(
                 "unclean.leader.election.enable"):
             self.mode.unclean_default_enabled()
+
+    def _validate_tls(self, new: BrokerConfig, endpoint: EndPoint) -> None:
+        """A listener's new TLS stores load, and its certificate names the same subject and
+        alternative names as the one it replaces (Kafka's SslFactory check)."""
+        ListenerSecurity.build(new, endpoint)
+        name = endpoint.listener_name
+        old, now = keystore_identity(self.config, name), keystore_identity(new, name)
+        if old is not None and now is not None:
+            if old[0] != now[0]:
+                raise ConfigError(f"Keystore DistinguishedName does not match: existing="
+                                  f"{{subject={old[0]}}}, new={{subject={now[0]}}}")
+            if old[1] != now[1]:
+                raise ConfigError(f"Keystore SubjectAltNames do not match: existing="
+                                  f"{{subjectAltName={list(old[1])}}}, "
+                                  f"new={{subjectAltName={list(now[1])}}}")
+
+    def _reconfigure_tls(self, new: BrokerConfig, endpoint: EndPoint) -> None:
+        """New connections to the listener get the new stores (those open keep theirs)."""
+        self.security[endpoint.listener_name] = ListenerSecurity.build(new, endpoint)
+        log.info("listener %s: new TLS key and trust stores", endpoint.listener_name)
 
     def _validate_threads(self, new: BrokerConfig) -> None:
         """Kafka's DynamicThreadPool check: at least 1, half to double the current count."""

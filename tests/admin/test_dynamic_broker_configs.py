@@ -8,6 +8,9 @@ were."""
 
 from __future__ import annotations
 
+import re
+import socket
+import ssl
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
@@ -29,7 +32,7 @@ from waiting import wait_for
 
 import samsa
 from samsa.cluster.broker_configs import BROKER_CONFIGS_FILE
-from samsa.config import BrokerConfig, ConfigError
+from samsa.config import BrokerConfig, ConfigError, check_dynamic
 from samsa.server.modes import FIRST_GENERATED_BROKER_ID
 from tests.kafka_frames import FrameClient
 from tests.test_connection_limits import connect, served
@@ -357,3 +360,82 @@ def test_throttled_replicas_topic_configs_are_checked(admin: AdminClient) -> Non
 def test_dynamic_only_keys_are_refused_in_the_static_config() -> None:
     with pytest.raises(ConfigError, match="can only be set dynamically"):
         BrokerConfig({"leader.replication.throttled.rate": "1000"})
+
+
+# --- a listener's TLS stores --------------------------------------------------------------------
+
+
+def test_a_listeners_key_store_changes_for_new_connections(tmp_path: Path) -> None:
+    from samsa.security.ca import LOCAL_HOSTS
+
+    with samsa.Broker(tmp_path, security_protocol="SSL") as b:
+        tls = b.tls
+        assert tls is not None
+        admin = AdminClient(b.client_config())
+        node = str(b.server.broker_id)
+
+        def alter(key: str, value: str) -> Any:
+            resource = ConfigResource(ResourceType.BROKER, node, incremental_configs=[
+                ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+            return wait(admin.incremental_alter_configs([resource]))[resource]
+
+        def served_certificate() -> str:
+            context = ssl.create_default_context(cafile=str(tls.ca_file))
+            host, port = b.bootstrap_servers.rsplit(":", 1)
+            with socket.create_connection((host, int(port)), timeout=10) as raw, \
+                    context.wrap_socket(raw, server_hostname="localhost") as sock:
+                certificate = sock.getpeercert()
+                assert certificate is not None
+                return str(certificate["serialNumber"])
+
+        before = served_certificate()
+        renewed = tls.ca.issue("CN=localhost", hosts=LOCAL_HOSTS)
+        path = renewed.write_keystore(tmp_path / "renewed.pem")
+        assert alter("listener.name.ssl.ssl.keystore.location", str(path)) is None
+        assert served_certificate() == f"{renewed.certificate.serial_number:X}" != before
+        entry = described(admin, ResourceType.BROKER, node)[
+            "listener.name.ssl.ssl.keystore.location"]
+        assert (entry.value, entry.source) == (str(path), ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+
+        # refused, the renewed store still served: an unprefixed key, a store that does not
+        # load, another subject (Kafka's DN check), a password (Kafka would need
+        # password.encoder.secret), a key listeners cannot change
+        other = tls.ca.issue("CN=elsewhere", hosts=LOCAL_HOSTS).write_keystore(
+            tmp_path / "other.pem")
+        for key, value, error, text in [
+            ("ssl.keystore.location", str(path), KafkaError.INVALID_REQUEST,
+             "These security configs can be dynamically updated only per-listener using the"
+             " listener prefix: Set(ssl.keystore.location)"),
+            ("listener.name.ssl.ssl.keystore.location", str(tmp_path / "missing.pem"),
+             KafkaError.INVALID_REQUEST, "Invalid dynamic configuration"),
+            ("listener.name.ssl.ssl.keystore.location", str(other),
+             KafkaError.INVALID_REQUEST, "Invalid dynamic configuration"),
+            ("listener.name.ssl.ssl.truststore.password", "secret",
+             KafkaError.INVALID_CONFIG, "Password encoder secret not configured"),
+            ("listener.name.ssl.ssl.principal.mapping.rules", "DEFAULT",
+             KafkaError.INVALID_REQUEST, "Cannot update these configs dynamically"),
+        ]:
+            if key == "listener.name.ssl.ssl.truststore.password":  # a store it fits
+                store = tls.ca.write_pkcs12_truststore(tmp_path / "trust.p12", value)
+                resource = ConfigResource(ResourceType.BROKER, node, incremental_configs=[
+                    ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in [
+                        ("listener.name.ssl.ssl.truststore.type", "PKCS12"),
+                        ("listener.name.ssl.ssl.truststore.location", str(store)),
+                        (key, value)]])
+                outcome = wait(admin.incremental_alter_configs([resource]))[resource]
+            else:
+                outcome = alter(key, value)
+            assert code(outcome) == error, (key, outcome)
+            assert text in outcome.str(), (key, outcome)
+            assert served_certificate() == f"{renewed.certificate.serial_number:X}"
+        assert b.server.config.dynamic_props(True) == {
+            "listener.name.ssl.ssl.keystore.location": str(path)}
+
+
+def test_a_listeners_stores_are_per_broker_only() -> None:
+    with pytest.raises(ConfigError, match=re.escape(
+            "Cannot update these configs at default cluster level, broker id must be "
+            "specified: Set(listener.name.ssl.ssl.keystore.location)")):
+        check_dynamic({"listener.name.ssl.ssl.keystore.location": "/k.pem"}, per_broker=False)
+    assert check_dynamic({"listener.name.SSL.ssl.keystore.location": "/k.pem"},
+                         per_broker=True) == {"listener.name.ssl.ssl.keystore.location": "/k.pem"}
