@@ -20,7 +20,14 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from waiting import wait_for
 
 import samsa
@@ -78,8 +85,9 @@ def reassign(brokers: list[samsa.Broker], *args: str | Path) -> list[str]:
     return result.stdout.splitlines()
 
 
-def topic_on_broker_1(brokers: list[samsa.Broker], tmp_path: Path) -> tuple[str, Path]:
-    """A topic of one partition on broker 1 holding DATA bytes, and a plan moving it to
+def topic_on_broker_1(brokers: list[samsa.Broker], tmp_path: Path,
+                      data: int = DATA) -> tuple[str, Path]:
+    """A topic of one partition on broker 1 holding ``data`` bytes, and a plan moving it to
     brokers 1 and 2."""
     topic = unique("throttled")
     admin = AdminClient({"bootstrap.servers": servers(brokers)})
@@ -89,7 +97,7 @@ def topic_on_broker_1(brokers: list[samsa.Broker], tmp_path: Path) -> tuple[str,
              timeout=30, what=f"broker 1 to lead {topic}")
     producer = Producer({"bootstrap.servers": servers(brokers), "linger.ms": 5,
                          "batch.size": 50_000, "compression.type": "none"})
-    for _ in range(DATA // RECORD):
+    for _ in range(data // RECORD):
         producer.produce(topic, os.urandom(RECORD))
     assert producer.flush(60) == 0
     plan = tmp_path / f"{topic}.json"
@@ -180,6 +188,34 @@ def test_a_throttled_move_catches_up_at_about_the_throttled_rate(
     for b in cluster:
         assert b.server.replicas.quotas.leader.bound == 2**63 - 1
         assert b.server.replicas.quotas.follower.bound == 2**63 - 1
+
+
+@pytest.mark.parametrize(("side", "broker"), [("leader", 1), ("follower", 2)])
+def test_each_side_throttles_on_its_own(cluster: list[samsa.Broker], tmp_path: Path,
+                                        side: str, broker: int) -> None:
+    """Only the leader's (or only the follower's) rate and throttled replicas, set with the
+    admin client: 1 MB still moves at about the rate (measured: about 9 s)."""
+    topic, plan = topic_on_broker_1(cluster, tmp_path, data=1_000_000)
+    admin = AdminClient({"bootstrap.servers": servers(cluster)})
+    changes = [
+        ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[ConfigEntry(
+            f"{side}.replication.throttled.replicas", f"0:{broker}",
+            incremental_operation=AlterConfigOpType.SET)]),
+        ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=[ConfigEntry(
+            f"{side}.replication.throttled.rate", str(THROTTLE),
+            incremental_operation=AlterConfigOpType.SET)]),
+    ]
+    for resource, future in admin.incremental_alter_configs(changes).items():
+        assert future.result(15) is None, resource
+    other = "follower" if side == "leader" else "leader"
+    assert getattr(cluster[broker - 1].server.replicas.quotas, side).bound == THROTTLE
+    assert all(getattr(b.server.replicas.quotas, other).bound == 2**63 - 1 for b in cluster)
+
+    reassign(cluster, "--execute", "--reassignment-json-file", plan)
+    took = moved(cluster, plan)
+    assert 5 < took < 60, f"1 MB moved in {took:.1f} s with the {side}'s {THROTTLE} B/s"
+    reassign(cluster, "--verify", "--reassignment-json-file", plan)  # clears them
+    assert getattr(cluster[broker - 1].server.replicas.quotas, side).bound == 2**63 - 1
 
 
 def test_cancel_clears_the_throttles(cluster: list[samsa.Broker], tmp_path: Path) -> None:
