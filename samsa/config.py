@@ -15,6 +15,7 @@ parsed and validated here; a bad key or value raises :class:`ConfigError` naming
 
 from __future__ import annotations
 
+import copy
 import decimal
 import logging
 import math
@@ -22,6 +23,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -119,6 +121,24 @@ def _principals(name: str, value: Any) -> None:
                 f"principalType:principalName but got {item}")
 
 
+# Kafka's update modes of a dynamic broker key (DynamicBrokerConfig.dynamicConfigUpdateModes)
+PER_BROKER = "per-broker"
+CLUSTER_WIDE = "cluster-wide"
+
+
+_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+
+
+def _throttled_replicas(name: str, value: Any) -> None:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker,...``."""
+    if value == ["*"] or all(_REPLICA.fullmatch(item) for item in value):
+        return
+    raise ConfigError(
+        f"Invalid value [{', '.join(value)}] for configuration {name}: {name} must be the "
+        f"literal '*' or a list of replicas in the following format: "
+        f"[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
 @dataclass(frozen=True)
 class Key:
     """One configuration key."""
@@ -135,6 +155,10 @@ class Key:
     synonyms: tuple[tuple[str, int], ...] = field(default=())
     # A password or what holds one (Kafka's PASSWORD type): DescribeConfigs hides its value.
     sensitive: bool = False
+    # A broker key AlterConfigs may change while the broker runs: PER_BROKER (only for one
+    # broker) or CLUSTER_WIDE (for one broker or as the cluster's default); None: read-only.
+    # The topic defaults are dynamic without saying so here (DYNAMIC_MODES).
+    dynamic: str | None = None
 
     def parse(self, value: Any) -> Any:
         """Parse a string or Python value into this key's type, then validate it."""
@@ -287,6 +311,15 @@ TOPIC_KEYS: dict[str, Key] = {
             "Let a replica outside the ISR lead when no in-sync replica is left (records may "
             "be lost)."),
         *_compression_keys(default_doc=False),
+        Key("leader.replication.throttled.replicas", Type.LIST, [],
+            "Replicas whose fetches from their leader are throttled to "
+            "leader.replication.throttled.rate on the leader's side while they are out of the "
+            "ISR: partition:broker,... (the broker being the leader) or * for all.",
+            _throttled_replicas),
+        Key("follower.replication.throttled.replicas", Type.LIST, [],
+            "Replicas whose fetching is throttled to follower.replication.throttled.rate on "
+            "the follower's side while they are out of the ISR: partition:broker,... (the "
+            "broker being the follower) or * for all.", _throttled_replicas),
     ]
 }
 
@@ -457,6 +490,10 @@ BROKER_KEYS: dict[str, Key] = {
             "Bytes a follower's fetch waits for.", at_least(1)),
         Key("replica.fetch.backoff.ms", Type.INT, 1000,
             "Pause of a follower after a fetch error.", at_least(0)),
+        Key("replication.quota.window.num", Type.INT, 11,
+            "Samples the replication throttles measure their rate over.", at_least(1)),
+        Key("replication.quota.window.size.seconds", Type.INT, 1,
+            "The time span of each sample of the replication throttles.", at_least(1)),
         Key("replica.high.watermark.checkpoint.interval.ms", Type.LONG, 5000,
             "The frequency with which the high watermark is saved out to disk."),
         Key("replica.socket.timeout.ms", Type.INT, 30000,
@@ -494,12 +531,12 @@ BROKER_KEYS: dict[str, Key] = {
             at_least(-1)),
         Key("max.connections.per.ip", Type.INT, INT_MAX,
             "Connections one address may have open; more are closed when accepted.",
-            at_least(0)),
+            at_least(0), dynamic=CLUSTER_WIDE),
         Key("max.connections.per.ip.overrides", Type.STRING, "",
-            "Per-address limits over max.connections.per.ip: host:count,..."),
+            "Per-address limits over max.connections.per.ip: host:count,...", dynamic=CLUSTER_WIDE),
         Key("max.connections", Type.INT, INT_MAX,
             "Connections the broker keeps open (the inter-broker listener's not counted "
-            "against it); more are closed when accepted.", at_least(0)),
+            "against it); more are closed when accepted.", at_least(0), dynamic=CLUSTER_WIDE),
         Key("connections.max.idle.ms", Type.LONG, 10 * 60 * 1000,
             "A connection with no request or response for this long is closed.", at_least(1)),
         # client quotas (samsa/server/quotas.py): the windows their rates are measured over
@@ -520,16 +557,16 @@ BROKER_KEYS: dict[str, Key] = {
             "message.format.version).", topic="message.format.version"),
         Key("num.network.threads", Type.INT, 3,
             "Kafka's network threads: accepted, no effect (one event loop serves every "
-            "connection).", at_least(1)),
+            "connection).", at_least(1), dynamic=CLUSTER_WIDE),
         Key("num.io.threads", Type.INT, 8,
             "Kafka's request handler threads: accepted, no effect (requests are handled on "
-            "the event loop).", at_least(1)),
+            "the event loop).", at_least(1), dynamic=CLUSTER_WIDE),
         Key("num.recovery.threads.per.data.dir", Type.INT, 2,
             "Kafka's log recovery threads: accepted, no effect (logs are recovered one after "
-            "another at start).", at_least(1)),
+            "another at start).", at_least(1), dynamic=CLUSTER_WIDE),
         Key("background.threads", Type.INT, 10,
             "Kafka's background threads: accepted, no effect (retention and flushes run as "
-            "event-loop tasks).", at_least(1)),
+            "event-loop tasks).", at_least(1), dynamic=CLUSTER_WIDE),
         Key("share.coordinator.state.topic.replication.factor", Type.INT, 3,
             "Kafka's share groups (KIP-932): accepted, no effect (samsa has no share groups).",
             at_least(1)),
@@ -566,7 +603,7 @@ BROKER_KEYS: dict[str, Key] = {
             at_least(1)),
         Key("producer.id.expiration.ms", Type.INT, 86400000,
             "Time after its last write that an idempotent producer's state is dropped.",
-            at_least(1)),
+            at_least(1), dynamic=CLUSTER_WIDE),
         Key("transaction.max.timeout.ms", Type.INT, 900000,
             "Largest transaction.timeout.ms a transactional producer may ask for.",
             at_least(1)),
@@ -654,14 +691,16 @@ BROKER_KEYS: dict[str, Key] = {
             at_least(0), topic="file.delete.delay.ms"),
         Key("log.cleaner.enable", Type.BOOLEAN, True,
             "Run the log cleaner (compaction of cleanup.policy=compact topics)."),
-        Key("log.cleaner.threads", Type.INT, 1, "Threads that clean logs.", at_least(0)),
+        Key("log.cleaner.threads", Type.INT, 1, "Threads that clean logs.", at_least(0),
+            dynamic=CLUSTER_WIDE),
         Key("log.cleaner.dedupe.buffer.size", Type.LONG, 128 * 1024 * 1024,
             "Memory for the key -> offset map of all cleaner threads (128 bytes an entry).",
-            at_least(0)),
+            at_least(0), dynamic=CLUSTER_WIDE),
         Key("log.cleaner.io.buffer.load.factor", Type.DOUBLE, 0.9,
-            "How full the dedupe map may get.", between(0, 1)),
+            "How full the dedupe map may get.", between(0, 1), dynamic=CLUSTER_WIDE),
         Key("log.cleaner.backoff.ms", Type.LONG, 15000,
-            "How long a cleaner thread sleeps when no log needs cleaning.", at_least(0)),
+            "How long a cleaner thread sleeps when no log needs cleaning.", at_least(0),
+            dynamic=CLUSTER_WIDE),
         Key("log.cleaner.delete.retention.ms", Type.LONG, 24 * 3600 * 1000,
             "Default delete.retention.ms.", at_least(0), topic="delete.retention.ms"),
         Key("log.cleaner.min.cleanable.ratio", Type.DOUBLE, 0.5,
@@ -695,6 +734,53 @@ CLIENT_QUOTA_KEYS: dict[str, Key] = {
             "by the number of partitions created or deleted."),
     ]
 }
+
+
+# Broker keys that exist only as dynamic configs (Kafka's QuotaConfigs.brokerQuotaConfigs), set
+# with AlterConfigs (kafka-configs --entity-type brokers), never in server.properties.
+DYNAMIC_ONLY_KEYS: dict[str, Key] = {
+    k.name: k
+    for k in [
+        Key("leader.replication.throttled.rate", Type.LONG, LONG_MAX,
+            "Bytes a second this broker sends, as a leader, to followers of the partitions "
+            "leader.replication.throttled.replicas names while they are out of the ISR (only "
+            "set dynamically).", at_least(0), dynamic=CLUSTER_WIDE),
+        Key("follower.replication.throttled.rate", Type.LONG, LONG_MAX,
+            "Bytes a second this broker fetches, as a follower, of the partitions "
+            "follower.replication.throttled.replicas names while it is out of their ISR (only "
+            "set dynamically).", at_least(0), dynamic=CLUSTER_WIDE),
+        Key("replica.alter.log.dirs.io.max.bytes.per.second", Type.LONG, LONG_MAX,
+            "Kafka's throttle of replica moves between log directories: accepted, no effect "
+            "(samsa moves no replica between log directories).", at_least(0),
+            dynamic=CLUSTER_WIDE),
+    ]
+}
+
+# Topic defaults that are not dynamic (Kafka's DynamicLogConfig.NonReconfigrableLogConfigs).
+_NON_RECONFIGURABLE_LOG_CONFIGS = frozenset({"message.format.version"})
+def _dynamic_modes() -> dict[str, str]:
+    """Every dynamic broker key and its update mode: the keys marked so, the dynamic-only keys,
+    and the topic defaults, each under its most precise name (log.retention.ms, not .hours),
+    as Kafka's DynamicLogConfig.ReconfigurableConfigs."""
+    modes: dict[str, str] = {}
+    for key in (*BROKER_KEYS.values(), *DYNAMIC_ONLY_KEYS.values()):
+        if key.dynamic is not None:
+            modes[key.name] = key.dynamic
+        elif key.topic is not None and key.topic not in _NON_RECONFIGURABLE_LOG_CONFIGS:
+            modes[key.name] = CLUSTER_WIDE
+    return modes
+
+
+DYNAMIC_MODES = _dynamic_modes()
+
+
+def broker_key(name: str) -> Key | None:
+    """A broker key by name, static or dynamic-only; a listener's override
+    (``listener.name.<listener>.<key>``) is its key's."""
+    found = BROKER_KEYS.get(name) or DYNAMIC_ONLY_KEYS.get(name)
+    if found is None and (override := listener_key(name)) is not None:
+        found = BROKER_KEYS[override[2]]
+    return found
 
 
 # Keys of Kafka's KRaft mode, with what samsa takes instead: samsa is a single node or a
@@ -735,7 +821,66 @@ def _check_known(props: Mapping[str, Any], table: Mapping[str, Key], what: str) 
             continue
         if what == "broker" and name in KRAFT_ONLY:
             raise ConfigError(f"{name} is a KRaft-only configuration: {KRAFT_ONLY[name]}")
+        if what == "broker" and name in DYNAMIC_ONLY_KEYS:
+            raise ConfigError(f"{name} can only be set dynamically (kafka-configs --alter "
+                              f"--entity-type brokers), not in the broker's configuration")
         raise ConfigError(f"Unknown {what} configuration {name!r}")
+
+
+def _scala_set(names: Iterable[str]) -> str:
+    """Names as Kafka's messages print a Scala set of them."""
+    return f"Set({', '.join(names)})"
+
+
+# The TLS stores a listener's connections are made with (Kafka's SslConfigs.RECONFIGURABLE_CONFIGS):
+# dynamic per broker, only with a listener's prefix (listener.name.<listener>.ssl.keystore...).
+DYNAMIC_SECURITY_KEYS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.certificates",
+})
+
+
+def dynamic_listener_key(name: str) -> str | None:
+    """``listener.name.<listener>.<key>`` of a key a listener may change dynamically: the
+    name with the listener in lower case (as Kafka's prefix); else None."""
+    found = listener_key(name)
+    if found is None or found[1] or found[2] not in DYNAMIC_SECURITY_KEYS:
+        return None
+    return f"{LISTENER_PREFIX}{found[0]}.{found[2]}"
+
+
+def check_dynamic(props: Mapping[str, Any], per_broker: bool) -> dict[str, Any]:
+    """Kafka's DynamicBrokerConfig.validateConfigs: the dynamic broker configs ``props`` parsed
+    (a listener's key under its name with the listener in lower case), or ConfigError with
+    Kafka's message (an unknown key, which Kafka would keep as a custom config for plugins
+    samsa does not have, is refused as in server.properties). ``per_broker``: for one broker,
+    else as the cluster's default."""
+    listener_props = {name: dynamic_listener_key(name) for name in props
+                      if listener_key(name) is not None}
+    fixed = [name for name, normal in listener_props.items() if normal is None]
+    others = {name: v for name, v in props.items() if name not in listener_props}
+    _check_known(others, {**BROKER_KEYS, **DYNAMIC_ONLY_KEYS}, "broker")
+    fixed += [name for name in others
+              if name not in DYNAMIC_MODES and name not in DYNAMIC_SECURITY_KEYS]
+    if fixed:
+        raise ConfigError(f"Cannot update these configs dynamically: {_scala_set(fixed)}")
+    unprefixed = [name for name in others if name in DYNAMIC_SECURITY_KEYS]
+    if unprefixed:
+        raise ConfigError("These security configs can be dynamically updated only per-listener "
+                          f"using the listener prefix: {_scala_set(unprefixed)}")
+    parsed = {}
+    for name, value in props.items():
+        key = broker_key(name)
+        assert key is not None
+        parsed[listener_props.get(name) or name] = key.parse(value)
+    if not per_broker:
+        only = [name for name in props
+                if name in listener_props or DYNAMIC_MODES[name] == PER_BROKER]
+        if only:
+            raise ConfigError("Cannot update these configs at default cluster level, broker id "
+                              f"must be specified: {_scala_set(only)}")
+    return parsed
 
 
 def listener_key(name: str) -> tuple[str, str, str] | None:
@@ -771,15 +916,60 @@ class BrokerConfig:
         _check_known(props, BROKER_KEYS, "broker")
         self._explicit = {name: BROKER_KEYS[name].parse(v) for name, v in props.items()}
         warn_deprecated(self._explicit, "broker configuration")
+        # The dynamic configs over them (Kafka's DynamicBrokerConfig): this broker's own
+        # (per_broker True) over the cluster's defaults (False), as stored and parsed.
+        self._dynamic_text: dict[bool, dict[str, str]] = {True: {}, False: {}}
+        self._dynamic: dict[bool, dict[str, Any]] = {True: {}, False: {}}
 
     def is_set(self, name: str) -> bool:
-        """Whether ``name`` was given (not defaulted)."""
+        """Whether ``name`` was given (not defaulted) in the static configuration."""
         return self._explicit.get(name) is not None
+
+    def static_values(self) -> dict[str, Any]:
+        """The keys of the static configuration (server.properties), parsed."""
+        return {name: v for name, v in self._explicit.items() if v is not None}
+
+    def dynamic_props(self, per_broker: bool) -> dict[str, str]:
+        """The dynamic configs of this broker (``per_broker``) or the cluster's defaults, as
+        stored."""
+        return dict(self._dynamic_text[per_broker])
+
+    def with_dynamic(self, per_broker: bool, props: Mapping[str, str],
+                     parsed: Mapping[str, Any]) -> BrokerConfig:
+        """A copy of this config whose dynamic configs of one level are ``props`` (checked
+        already: ``parsed``), to validate a change against."""
+        other = copy.copy(self)
+        other._dynamic_text = {**self._dynamic_text, per_broker: dict(props)}
+        other._dynamic = {**self._dynamic, per_broker: dict(parsed)}
+        return other
+
+    def set_dynamic(self, per_broker: bool, props: Mapping[str, str]) -> set[str]:
+        """Replace this broker's dynamic configs (``per_broker``) or the cluster's defaults with
+        ``props``, as stored (ZooKeeper, the metadata dir); what is not a valid dynamic config
+        there is left out with an error, as Kafka's fromPersistentProps does. Returns the keys
+        whose value changed."""
+        where = "broker" if per_broker else "default cluster"
+        text: dict[str, str] = {}
+        parsed: dict[str, Any] = {}
+        for name, value in props.items():
+            try:
+                parsed.update(check_dynamic({name: value}, per_broker))
+            except ConfigError as exc:
+                log.error("Dynamic %s config %s ignored: %s", where, name, exc)
+                continue
+            text[name] = value
+        names = set(self._dynamic[per_broker]) | set(parsed)
+        before = {name: self.get(name) for name in names}
+        self._dynamic_text[per_broker] = text
+        self._dynamic[per_broker] = parsed
+        return {name for name in names if self.get(name) != before[name]}
 
     def listener_get(self, listener: str, name: str) -> Any:
         """``name`` as listener ``listener`` sees it: its ``listener.name.<listener>.`` override
         (the listener name in lower case, as Kafka's prefix), else the broker's value."""
-        value = self._listener.get((listener.lower(), "", name))
+        value = self._dynamic[True].get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        if value is None:
+            value = self._listener.get((listener.lower(), "", name))
         return self.get(name) if value is None else value
 
     def mechanism_get(self, listener: str, mechanism: str, name: str) -> Any:
@@ -799,7 +989,20 @@ class BrokerConfig:
         return name if self.is_set(name) else None
 
     def get(self, name: str) -> Any:
-        key = BROKER_KEYS[name]
+        """The value of a broker key: dynamic for this broker, else the cluster's dynamic
+        default, else static (the most precise synonym set wins), else Kafka's default."""
+        for layer in (self._dynamic[True], self._dynamic[False]):
+            value = layer.get(name)
+            if value is not None:
+                return value
+        key = BROKER_KEYS.get(name)
+        if key is None and name in DYNAMIC_ONLY_KEYS:
+            return DYNAMIC_ONLY_KEYS[name].default
+        if key is None:  # a listener's override: listener.name.<listener>.[<mechanism>.]<key>
+            found = listener_key(name)
+            if found is None:
+                raise KeyError(name)
+            return self.mechanism_get(*found)
         if name in self._explicit and self._explicit[name] is not None:
             return self._explicit[name]
         for synonym, factor in key.synonyms:
@@ -857,6 +1060,8 @@ class LogConfig:
     compression_gzip_level: int = TOPIC_KEYS["compression.gzip.level"].default
     compression_lz4_level: int = TOPIC_KEYS["compression.lz4.level"].default
     compression_zstd_level: int = TOPIC_KEYS["compression.zstd.level"].default
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
 
     @classmethod
     def from_props(
@@ -893,6 +1098,38 @@ class LogConfig:
     def delete(self) -> bool:
         """Retention by time and size applies (cleanup.policy delete or compact,delete)."""
         return "delete" in self.cleanup_policy
+
+    def leader_throttled(self, partition: int, broker_id: int) -> bool:
+        """Whether broker ``broker_id``, leading ``partition``, throttles its followers'
+        fetches of it (leader.replication.throttled.replicas names it, or is ``*``)."""
+        return bool(self.leader_replication_throttled_replicas) and _names(
+            self._leader_throttled, partition, broker_id)
+
+    def follower_throttled(self, partition: int, broker_id: int) -> bool:
+        """Whether broker ``broker_id``, following ``partition``, throttles its fetches of it
+        (follower.replication.throttled.replicas)."""
+        return bool(self.follower_replication_throttled_replicas) and _names(
+            self._follower_throttled, partition, broker_id)
+
+    @cached_property
+    def _leader_throttled(self) -> frozenset[tuple[int, int]] | None:
+        return _replica_set(self.leader_replication_throttled_replicas)
+
+    @cached_property
+    def _follower_throttled(self) -> frozenset[tuple[int, int]] | None:
+        return _replica_set(self.follower_replication_throttled_replicas)
+
+
+def _replica_set(items: tuple[str, ...]) -> frozenset[tuple[int, int]] | None:
+    """A throttled-replicas list as (partition, broker) pairs; None: ``*``, every replica."""
+    if items == ("*",):
+        return None
+    pairs = (item.split(":") for item in items)
+    return frozenset((int(p), int(b)) for p, b in pairs)
+
+
+def _names(replicas: frozenset[tuple[int, int]] | None, partition: int, broker: int) -> bool:
+    return replicas is None or (partition, broker) in replicas
 
 
 def parse_properties(lines: Iterable[str]) -> dict[str, str]:

@@ -140,3 +140,15 @@ class TokenBucket:
         if self.rate <= 0:
             return int(self.samples * self.window_ms)
         return java_round(-self.tokens / self.rate * 1000.0)
+
+
+class SimpleRate(WindowedRate):
+    """Kafka's SimpleRate, which the replication throttles measure with: the rate over the time
+    since the oldest sample began, at least one window (a new sensor's first burst counts in
+    full, where Rate spreads it over ``samples - 1`` windows)."""
+
+    __slots__ = ()
+
+    def window_size_ms(self, now_ms: float) -> float:
+        self._purge(now_ms)
+        return max(now_ms - min(self._starts), self.window_ms)

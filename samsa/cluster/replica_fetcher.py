@@ -27,6 +27,13 @@ that are not in it do not wait for it: one added meanwhile (a leadership change)
 (its connection is closed and a new fetch goes out at once), and a fetch waits no longer than
 the earliest back-off of a partition left out.
 
+A partition its topic's ``follower.replication.throttled.replicas`` names for this broker is
+left out of the fetches while its log has not caught up with the leader's high watermark and
+the follower's replication throttle (``quota``) is over its rate, as Kafka's follower leaves it
+out of its fetch requests; with nothing else to fetch the fetcher waits
+``replica.fetch.backoff.ms``. The bytes fetched of every such partition are recorded against
+the throttle.
+
 Everything runs on the event loop that owns the partitions (the broker's): appends and
 truncations happen between two awaits, as a produce does.
 """
@@ -51,6 +58,7 @@ from kio.schema.list_offsets.v7.request import (
 )
 
 from samsa.cluster.partition import Partition
+from samsa.cluster.replication_quota import ReplicationQuota
 from samsa.errors import ErrorCode, KafkaError, KafkaStorageError, kafka_name
 from samsa.protocol.connection import BrokerConnection, BrokerConnectionError
 from samsa.records.batch import iter_headers
@@ -185,6 +193,7 @@ class ReplicaFetcher:
         socket_timeout_ms: int = DEFAULT_SOCKET_TIMEOUT_MS,
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslClientSettings | None = None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         """``partitions``: (local partition, leader epoch) pairs to follow from the start.
         The keyword arguments are Kafka's ``replica.fetch.max.bytes``,
@@ -192,7 +201,8 @@ class ReplicaFetcher:
         ``replica.fetch.min.bytes``, ``replica.fetch.backoff.ms`` and
         ``replica.socket.timeout.ms`` (each request's deadline, connecting included);
         ``ssl_context``: TLS to the leader (the inter-broker listener is SSL or SASL_SSL);
-        ``sasl``: how to authenticate to it (SASL_PLAINTEXT, SASL_SSL)."""
+        ``sasl``: how to authenticate to it (SASL_PLAINTEXT, SASL_SSL); ``quota``: the
+        follower's replication throttle (None: none)."""
         if socket_timeout_ms < fetch_wait_max_ms:  # Kafka's rule (KafkaConfig)
             raise ValueError(
                 "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms "
@@ -209,6 +219,8 @@ class ReplicaFetcher:
         self.socket_timeout_ms = socket_timeout_ms
         self.ssl_context = ssl_context
         self.sasl = sasl
+        self.quota = quota
+        self._held_back = False  # the last _fetchable left a throttled partition out
         self.client_id = f"broker-{broker_id}-fetcher-{fetcher_id}"
         self.name = f"ReplicaFetcher-{fetcher_id}-{leader_id}"
         self.connection_failures = 0  # connections lost or refused since start
@@ -362,13 +374,32 @@ class ReplicaFetcher:
         """(state, fetch offset) of the partitions to fetch now."""
         now = asyncio.get_running_loop().time()
         out = {}
+        over_quota: bool | None = None
+        self._held_back = False
         for key, state in self._states.items():
             if state.failed is None and state.log.deleted:
                 state.failed = "the local log was deleted"
                 log.error("%s: %s-%d: %s; no longer fetched", self.name, *key, state.failed)
             if state.failed is None and state.delayed_until <= now:
+                if self._throttled(key, state) and not self._in_sync(state):
+                    if over_quota is None:
+                        over_quota = self.quota is not None and self.quota.exceeded()
+                    if over_quota:  # Kafka's shouldFollowerThrottle
+                        self._held_back = True
+                        continue
                 out[key] = (state, state.log.log_end_offset)
         return out
+
+    def _throttled(self, key: TP, state: _State) -> bool:
+        """Whether this broker throttles its fetches of the partition
+        (follower.replication.throttled.replicas)."""
+        return self.quota is not None and state.log.config.follower_throttled(key[1],
+                                                                             self.broker_id)
+
+    @staticmethod
+    def _in_sync(state: _State) -> bool:
+        """Caught up with the leader's high watermark (Kafka's isReplicaInSync: no lag)."""
+        return 0 <= state.leader_high_watermark <= state.log.log_end_offset
 
     def _next_retry(self) -> float | None:
         """Seconds until the first partition backing off may be fetched again (None: none)."""
@@ -378,10 +409,15 @@ class ReplicaFetcher:
         return min(delays) if delays else None
 
     async def _idle(self) -> None:
-        """Nothing to fetch: wait for a partition to be added or a back-off to end."""
+        """Nothing to fetch: wait for a partition to be added or a back-off to end (with a
+        partition held back by the throttle, at most replica.fetch.backoff.ms)."""
         self._wake.clear()
+        timeout = self._next_retry()
+        if self._held_back:
+            backoff = self.fetch_backoff_ms / 1000
+            timeout = backoff if timeout is None else min(timeout, backoff)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), self._next_retry())
+            await asyncio.wait_for(self._wake.wait(), timeout)
 
     async def _fetch(self, connection: BrokerConnection,
                      fetchable: dict[TP, tuple[_State, int]]) -> Any | None:
@@ -534,6 +570,9 @@ class ReplicaFetcher:
                 appended = True
                 if partition.metrics is not None:  # Kafka's ReplicationBytesInPerSec
                     partition.metrics.topics.replication_bytes_in += len(view)
+            if self.quota is not None and self._throttled((partition.topic, partition.index),
+                                                          state):
+                self.quota.record(len(records))
         leader_start = data.log_start_offset
         if leader_start > log_.log_start_offset:
             log_.delete_records_before(min(leader_start, log_.log_end_offset))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from samsa.cluster.log_dir_mover import LogDirMover
 from samsa.cluster.partition import Partition
+from samsa.cluster.replication_quota import ReplicationQuotas
 from samsa.cluster.topics import Topic, TopicStore
 from samsa.config import LogConfig
 from samsa.errors import ErrorCode, KafkaError, KafkaStorageError
@@ -42,6 +43,8 @@ class Replicas:
         self.on_offline: Callable[[list[TopicPartition]], None] | None = None
         # replicas moving between this broker's log directories (AlterReplicaLogDirs)
         self.mover = LogDirMover(self)
+        # the replication throttles (leader.replication.throttled.rate, ...)
+        self.quotas = ReplicationQuotas(log_manager.config)
 
     def start(self, broker_id: int, topics: TopicStore) -> None:
         self.broker_id, self.topics = broker_id, topics
@@ -181,6 +184,16 @@ class Replicas:
         for (t, _), partition in self.partitions.items():
             if t == name:
                 partition.log.update_config(config)
+
+    def topic_defaults_changed(self) -> None:
+        """The broker's topic defaults changed (dynamic broker configs): every hosted log takes
+        its topic's config anew (Kafka's DynamicLogConfig.updateLogsConfig)."""
+        self.log_manager.defaults = self.log_manager.config.topic_defaults()
+        configs: dict[str, LogConfig] = {}
+        for (topic, _), partition in self.partitions.items():
+            if topic not in configs:
+                configs[topic] = self.topic_log_config(topic)
+            partition.log.update_config(configs[topic])
 
     # --- offline log directories -------------------------------------------------------------
 

@@ -2,8 +2,12 @@
 
 Topic configs are the keys of ``samsa.config.TOPIC_KEYS``: a topic's overrides are kept in the
 topic store and laid over the broker's defaults (``log.segment.bytes`` -> ``segment.bytes``...).
-Broker configs come from ``server.properties`` only: they can be described but not altered
-(there are no dynamic broker configs).
+Broker configs are static (``server.properties``) or dynamic (``samsa.cluster.broker_configs``):
+the keys Kafka lets change while the broker runs (``samsa.config.DYNAMIC_MODES``), for one broker
+(the resource name is its id: a broker answers only for itself, as Kafka's clients send such a
+resource to the broker it names) or as the cluster's default (the empty name). Each entry says
+where its value comes from, with Kafka's synonyms in Kafka's order: this broker's dynamic value,
+the dynamic default, the static value, the default.
 
 Config sources and types use Kafka's numbers (DescribeConfigsResponse.ConfigSource and
 ConfigType).
@@ -11,17 +15,22 @@ ConfigType).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from samsa.cluster.topics import topic_name_problem
 from samsa.config import (
     BROKER_KEYS,
+    DYNAMIC_MODES,
     TOPIC_KEYS,
+    BrokerConfig,
     ConfigError,
     Key,
     LogConfig,
     Type,
+    broker_key,
+    listener_key,
     warn_deprecated,
 )
 from samsa.errors import ErrorCode, KafkaError, error
@@ -51,6 +60,8 @@ RESOURCE_BROKER_LOGGER = 8
 
 # DescribeConfigsResponse.ConfigSource
 SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG
+SOURCE_DYNAMIC_BROKER = 2  # DYNAMIC_BROKER_CONFIG
+SOURCE_DYNAMIC_DEFAULT = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 
@@ -71,8 +82,6 @@ OP_APPEND = 2
 OP_SUBTRACT = 3
 _OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
-DYNAMIC_BROKER_UNSUPPORTED = "dynamic broker configs are not supported"
-
 R = TypeVar("R", "AlterConfigsResource", "IncrementalAlterConfigsResource")
 
 
@@ -92,7 +101,10 @@ def config_string(value: Any) -> str | None:
 
 def _broker_synonym_group(name: str) -> list[str]:
     """The broker keys that set the same thing as ``name``, most precise first
-    (Kafka's DynamicBrokerConfig.brokerConfigSynonyms)."""
+    (Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a listener's override, then its key)."""
+    override = listener_key(name)
+    if override is not None:
+        return [name, override[2]]
     for key in BROKER_KEYS.values():
         group = [key.name, *(s for s, _ in key.synonyms)]
         if key.name == "log.flush.interval.ms":
@@ -102,19 +114,26 @@ def _broker_synonym_group(name: str) -> list[str]:
     return [name]
 
 
-def _static_and_default(names: Iterable[str], explicit: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Synonym entries for broker keys: the ones set in server.properties, then the defaults."""
+def _synonyms(config: BrokerConfig, names: Iterable[str]) -> list[dict[str, Any]]:
+    """Synonym entries of broker keys, Kafka's order (ConfigHelper.configSynonyms): this
+    broker's dynamic values, the dynamic defaults, the static values, the defaults. A password
+    is never sent (Kafka: null), only that it is set."""
     names = list(names)
-    static = [  # a password is never sent (Kafka: null), only that it is set
-        {"name": n, "value": None if BROKER_KEYS[n].sensitive else config_string(explicit[n]),
-         "source": SOURCE_STATIC_BROKER}
-        for n in names if explicit.get(n) is not None
-    ]
-    defaults = [
-        {"name": n, "value": config_string(BROKER_KEYS[n].default), "source": SOURCE_DEFAULT}
-        for n in names if BROKER_KEYS[n].default is not None
-    ]
-    return static + defaults
+    found: list[dict[str, Any]] = []
+    for values, source in ((config.dynamic_props(True), SOURCE_DYNAMIC_BROKER),
+                           (config.dynamic_props(False), SOURCE_DYNAMIC_DEFAULT),
+                           (config.static_values(), SOURCE_STATIC_BROKER)):
+        found += [{"name": n, "value": _shown(n, values[n]), "source": source}
+                  for n in names if n in values]
+    found += [{"name": n, "value": config_string(BROKER_KEYS[n].default),
+               "source": SOURCE_DEFAULT}
+              for n in names if n in BROKER_KEYS and BROKER_KEYS[n].default is not None]
+    return found
+
+
+def _shown(name: str, value: Any) -> str | None:
+    key = broker_key(name)
+    return None if key is not None and key.sensitive else config_string(value)
 
 
 def _broker_key_for_topic_key(name: str) -> str | None:
@@ -172,7 +191,6 @@ def topic_config_entries(
     """DescribeConfigs entries of a topic with these overrides (validated already): every topic
     key, or only ``names``, with its effective value, source and synonyms."""
     effective = LogConfig.from_props(overrides, defaults=server.log_manager.defaults).to_props()
-    explicit = server.config._explicit
     wanted = set(names) if names else None
     entries = []
     for name, key in TOPIC_KEYS.items():
@@ -185,7 +203,7 @@ def topic_config_entries(
             )
         broker_key = _broker_key_for_topic_key(name)
         if broker_key is not None:
-            synonyms += _static_and_default(_broker_synonym_group(broker_key), explicit)
+            synonyms += _synonyms(server.config, _broker_synonym_group(broker_key))
         entries.append(_entry(key, effective[name], synonyms, False, include_synonyms,
                               include_documentation))
     return entries
@@ -197,23 +215,51 @@ def broker_config_entries(
     include_synonyms: bool = False,
     include_documentation: bool = False,
 ) -> list[dict[str, Any]]:
-    """DescribeConfigs entries of this broker: every broker key with its effective value.
+    """DescribeConfigs entries of this broker: every broker key with its effective value (and
+    the dynamic-only keys that are set), read-only unless the key is dynamic.
 
-    The synonyms are Kafka's: the key's group (log.retention.ms/minutes/hours...), static values
-    before defaults, from the first entry that names the key itself on."""
-    explicit = server.config._explicit
+    The synonyms are Kafka's: the key's group (log.retention.ms/minutes/hours...), dynamic and
+    static values before defaults, from the first entry that names the key itself on."""
+    config = server.config
     wanted = set(names) if names else None
+    # the dynamic-only keys and listeners' overrides that are set, under their own names
+    dynamic_only = [dataclasses.replace(k, name=n)
+                    for n in sorted(set(config.dynamic_props(True))
+                                    | set(config.dynamic_props(False)))
+                    if (k := broker_key(n)) is not None and n not in BROKER_KEYS]
     entries = []
-    for name, key in BROKER_KEYS.items():
+    for key in [*BROKER_KEYS.values(), *dynamic_only]:
+        name = key.name
         if wanted is not None and name not in wanted:
             continue
-        synonyms = _static_and_default(_broker_synonym_group(name), explicit)
+        synonyms = _synonyms(config, _broker_synonym_group(name))
         while synonyms and synonyms[0]["name"] != name:
             synonyms.pop(0)
         # broker.id -1 means "generate one": show the id this broker runs with.
-        value = server.broker_id if name == "broker.id" else server.config.get(name)
-        entries.append(_entry(key, value, synonyms, True, include_synonyms,
-                              include_documentation))
+        value = server.broker_id if name == "broker.id" else config.get(name)
+        entries.append(_entry(key, value, synonyms, name not in DYNAMIC_MODES,
+                              include_synonyms, include_documentation))
+    return entries
+
+
+def default_broker_config_entries(
+    server: Broker,
+    names: Iterable[str] | None = None,
+    include_synonyms: bool = False,
+    include_documentation: bool = False,
+) -> list[dict[str, Any]]:
+    """DescribeConfigs entries of the cluster's default (the empty broker name): the dynamic
+    defaults that are set, with only their own synonyms (Kafka's ConfigHelper)."""
+    wanted = set(names) if names else None
+    entries = []
+    for name, value in server.config.dynamic_props(False).items():
+        key = broker_key(name)
+        if key is None or (wanted is not None and name not in wanted):
+            continue
+        synonyms = [s for s in _synonyms(server.config, _broker_synonym_group(name))
+                    if s["source"] == SOURCE_DYNAMIC_DEFAULT]
+        entries.append(_entry(key, value, synonyms, name not in DYNAMIC_MODES,
+                              include_synonyms, include_documentation))
     return entries
 
 
@@ -255,8 +301,7 @@ def _describe_one(
         return topic_config_entries(server, overrides, names, synonyms, docs)
     if resource.resource_type == RESOURCE_BROKER:
         if resource.resource_name == "":
-            # The cluster-wide dynamic defaults: there are none.
-            return []
+            return default_broker_config_entries(server, names, synonyms, docs)
         _check_broker_name(server, resource.resource_name)
         return broker_config_entries(server, names, synonyms, docs)
     raise error(
@@ -302,19 +347,43 @@ def _validate_topic_configs(server: Broker, configs: Mapping[str, str]) -> None:
     warn_deprecated(configs, "topic configuration")
 
 
-def _check_resource(server: Broker, resource: AlterResource) -> None:
-    """Checks common to both alter APIs, before the changes are looked at."""
+def _check_alter_broker_name(server: Broker, name: str) -> None:
+    """A per-broker alter names this broker (Kafka's validateResourceNameIsCurrentNodeId)."""
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise error(
+            ErrorCode.invalid_request, f"Node id must be an integer, but it is: {name}"
+        ) from None
+    if broker_id != server.broker_id:
+        raise error(
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {server.broker_id}, but received {name}",
+        )
+
+
+def _current_configs(server: Broker, resource: AlterResource) -> dict[str, str]:
+    """Checks common to both alter APIs (Kafka's order: duplicate keys, null values, the
+    resource), then what the resource has now: a topic's overrides, or the dynamic configs of
+    this broker or of the cluster's default."""
+    names = [c.name for c in resource.configs or ()]
+    if len(set(names)) != len(names):
+        raise error(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    nulls = [c.name for c in resource.configs or ()
+             if getattr(c, "config_operation", OP_SET) != OP_DELETE and c.value is None]
+    if nulls:
+        raise error(
+            ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
+        )
     if resource.resource_type == RESOURCE_BROKER:
         if resource.resource_name != "":
-            _check_broker_name(server, resource.resource_name)
-        raise error(ErrorCode.invalid_request, DYNAMIC_BROKER_UNSUPPORTED)
+            _check_alter_broker_name(server, resource.resource_name)
+        return server.dynamic_config.current(per_broker=resource.resource_name != "")
     if resource.resource_type != RESOURCE_TOPIC:
         raise error(
             ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}"
         )
-    names = [c.name for c in resource.configs or ()]
-    if len(set(names)) != len(names):
-        raise error(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    return _existing_topic_overrides(server, resource.resource_name)
 
 
 def _duplicates(resources: Iterable[AlterResource]) -> set[tuple[int, str]]:
@@ -336,17 +405,10 @@ def _alter_result(resource: AlterResource, failure: KafkaError | None = None) ->
 
 
 def _legacy_new_configs(server: Broker, resource: AlterConfigsResource) -> dict[str, str]:
-    _check_resource(server, resource)
-    nulls = [c.name for c in resource.configs or () if c.value is None]
-    if nulls:
-        raise error(
-            ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
-        )
+    """AlterConfigs: the resource's whole new set of configs."""
+    _current_configs(server, resource)
     # every value (nulls were refused above): the filter tells the type checker so
-    new = {c.name: c.value for c in resource.configs or () if c.value is not None}
-    _existing_topic_overrides(server, resource.resource_name)
-    _validate_topic_configs(server, new)
-    return new
+    return {c.name: c.value for c in resource.configs or () if c.value is not None}
 
 
 def _list_parts(value: str | None, key: Key) -> list[str]:
@@ -358,19 +420,14 @@ def _list_parts(value: str | None, key: Key) -> list[str]:
 def _incremental_new_configs(
     server: Broker, resource: IncrementalAlterConfigsResource
 ) -> dict[str, str]:
-    _check_resource(server, resource)
-    nulls = [c.name for c in resource.configs or ()
-             if c.config_operation != OP_DELETE and c.value is None]
-    if nulls:
-        raise error(
-            ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
-        )
+    """IncrementalAlterConfigs: what the resource has now with the operations applied."""
+    current = _current_configs(server, resource)
     for change in resource.configs or ():
         if change.config_operation not in _OP_NAMES:
             raise error(
                 ErrorCode.invalid_request, f"Unknown operations type {change.config_operation}"
             )
-    current = _existing_topic_overrides(server, resource.resource_name)
+    topic = resource.resource_type == RESOURCE_TOPIC
     new = dict(current)
     for change in resource.configs or ():
         name, op, value = change.name, change.config_operation, change.value
@@ -381,10 +438,10 @@ def _incremental_new_configs(
         if op == OP_SET:
             new[name] = value
         else:
-            key = TOPIC_KEYS.get(name)
-            if key is None:
+            key = TOPIC_KEYS.get(name) if topic else broker_key(name)
+            if key is None and topic:
                 raise error(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
-            if key.type is not Type.LIST:
+            if key is None or key.type is not Type.LIST:
                 raise error(
                     ErrorCode.invalid_config,
                     f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.",
@@ -396,11 +453,21 @@ def _incremental_new_configs(
                 elif op == OP_SUBTRACT and item in parts:
                     parts.remove(item)
             new[name] = ",".join(parts)
-    _validate_topic_configs(server, new)
     return new
 
 
-def _alter(
+async def _apply(server: Broker, resource: AlterResource, configs: dict[str, str],
+                 validate_only: bool) -> None:
+    """Check the resource's new configs, then (unless ``validate_only``) make them its own."""
+    if resource.resource_type == RESOURCE_BROKER:
+        await server.dynamic_config.alter(resource.resource_name != "", configs, validate_only)
+        return
+    _validate_topic_configs(server, configs)
+    if not validate_only:
+        server.topic_admin.set_topic_configs(resource.resource_name, configs)
+
+
+async def _alter(
     ctx: RequestContext, requested: Sequence[R] | None, validate_only: bool,
     new_configs: Callable[[Broker, R], dict[str, str]],
 ) -> dict[str, Any]:
@@ -419,25 +486,27 @@ def _alter(
             responses.append({**_alter_result(resource), "error_code": refused})
             continue
         try:
-            configs = new_configs(server, resource)
+            await _apply(server, resource, new_configs(server, resource), validate_only)
         except KafkaError as exc:
             responses.append(_alter_result(resource, exc))
             continue
-        if not validate_only:
-            server.topic_admin.set_topic_configs(resource.resource_name, configs)
         responses.append(_alter_result(resource))
     return {"throttle_time": 0, "responses": responses}
 
 
 @api(33, "AlterConfigs", 0, 2)
 async def alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> dict[str, Any]:
-    """Replace the whole set of overrides of each topic (keys left out return to defaults)."""
-    return _alter(ctx, request.resources, bool(request.validate_only), _legacy_new_configs)
+    """Replace the whole set of configs of each topic (its overrides: keys left out return to
+    defaults) or broker level (its dynamic configs)."""
+    return await _alter(ctx, request.resources, bool(request.validate_only),
+                        _legacy_new_configs)
 
 
 @api(44, "IncrementalAlterConfigs", 0, 1)
 async def incremental_alter_configs(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> dict[str, Any]:
-    """SET / DELETE / APPEND / SUBTRACT single keys of each topic's overrides."""
-    return _alter(ctx, request.resources, bool(request.validate_only), _incremental_new_configs)
+    """SET / DELETE / APPEND / SUBTRACT single keys of each topic's overrides or broker
+    level's dynamic configs."""
+    return await _alter(ctx, request.resources, bool(request.validate_only),
+                        _incremental_new_configs)

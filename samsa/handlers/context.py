@@ -14,6 +14,7 @@ from samsa.security.acl import ANONYMOUS_PRINCIPAL
 
 if TYPE_CHECKING:  # all from the layers below the handlers
     from samsa.cluster.acls import AclStore
+    from samsa.cluster.broker_configs import DynamicBrokerConfig
     from samsa.cluster.client_quotas import ClientQuotaStore
     from samsa.cluster.producer_ids import ProducerIdManager
     from samsa.cluster.replicas import Replicas
@@ -83,6 +84,7 @@ class Broker(Protocol):
 
     @property
     def quotas(self) -> Quotas: ...
+    dynamic_config: DynamicBrokerConfig  # dynamic broker configs (AlterConfigs of brokers)
 
     @property
     def topics(self) -> TopicStore | None: ...

@@ -8,6 +8,11 @@ Limits follow KIP-74: ``max_bytes`` and ``partition_max_bytes`` are soft, the fi
 first partition with data always goes out whole. A fetch that has fewer than ``min_bytes`` waits
 up to ``max_wait`` for an append to any of its partitions (never by polling), then reads again.
 Fetch sessions are refused the way Kafka allows (session id 0), so clients send full fetches.
+
+A follower's fetch of a partition its topic's ``leader.replication.throttled.replicas`` names
+for this broker gets no records while the follower is out of the ISR and the leader's
+replication throttle is over ``leader.replication.throttled.rate``; the bytes sent to
+followers of such partitions are recorded against it (``samsa.cluster.replication_quota``).
 """
 
 from __future__ import annotations
@@ -62,6 +67,11 @@ class _FetchPlan:
         self.replica_id = state.replica_id if state is not None else getattr(
             request, "replica_id", -1)
         self.max_bytes: int = request.max_bytes
+        # a follower's: the leader's replication throttle, checked once per read
+        self.quota = server.replicas.quotas.leader if self.replica_id >= 0 else None
+        self.broker_id = server.broker_id
+        self.throttled_bytes = 0  # records of throttled partitions in the last read
+        self._over_quota: bool | None = None
         self.topics: list[
             tuple[TopicKey, list[tuple[FetchPartition, Partition | None, ErrorCode | None]]]
         ] = []
@@ -119,6 +129,7 @@ class _FetchPlan:
         """(response topics, bytes of records, whether any partition has an error)."""
         remaining = self.max_bytes
         total, errors, first = 0, False, True
+        self.throttled_bytes, self._over_quota = 0, None
         responses = []
         for key, parts in self.topics:
             results = []
@@ -158,10 +169,14 @@ class _FetchPlan:
         if diverging is not None:
             result["diverging_epoch"] = diverging
             return result
+        throttled = False
         if self.replica_id >= 0:  # a follower: its fetch offset is its log end offset
             partition.record_follower_fetch(self.replica_id, p.fetch_offset)
             result["high_watermark"] = partition.high_watermark
             upper = partition.log.log_end_offset
+            throttled = log.config.leader_throttled(partition.index, self.broker_id)
+            if throttled and self.replica_id not in partition.isr and self._throttle():
+                return result  # Kafka's shouldLeaderThrottle: no records this time
         elif self.read_committed:
             upper = partition.last_stable_offset
         else:
@@ -176,6 +191,8 @@ class _FetchPlan:
             return result
         if region is not None:
             result["records"] = region
+            if throttled:
+                self.throttled_bytes += len(region)
             if self.read_committed:
                 # the aborted transactions overlapping the batches returned
                 result["aborted_transactions"] = [
@@ -183,6 +200,12 @@ class _FetchPlan:
                     for t in log.collect_aborted_txns(p.fetch_offset, log.offset_after(region))
                 ]
         return result
+
+    def _throttle(self) -> bool:
+        """Whether the leader's replication throttle is over its rate (once per read)."""
+        if self._over_quota is None:
+            self._over_quota = self.quota is not None and self.quota.exceeded()
+        return self._over_quota
 
     @staticmethod
     def _diverging_epoch(p: FetchPartition, partition: Partition) -> dict[str, int] | None:
@@ -255,5 +278,7 @@ async def fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, Any]:
             ctx.remote_s += time.monotonic() - waited
     if metrics is not None:
         _count(metrics, plan, responses, total)
+    if plan.quota is not None:  # both in-sync and lagging followers' bytes count, as Kafka's
+        plan.quota.record(plan.throttled_bytes)
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
             "responses": responses}

@@ -209,6 +209,33 @@ def _pem_certificates(text: str, source: str) -> list[x509.Certificate]:
 
 def _load_keystore(context: ssl.SSLContext, get: Get) -> bool:
     """Load the key store into ``context``; False where none is configured."""
+    found = _keystore(get)
+    if found is None:
+        return False
+    _load_chain(context, *found)
+    return True
+
+
+def keystore_identity(config: BrokerConfig, listener: str) -> tuple[str, tuple[str, ...]] | None:
+    """The subject and subject alternative names of the certificate in the listener's key
+    store (None: no key store); ConfigError when it cannot be read."""
+    from cryptography import x509
+
+    found = _keystore(listener_getter(config, listener))
+    if found is None:
+        return None
+    certificate = found[1][0]
+    try:
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+        alternatives = tuple(sorted(str(n.value) for n in names.value))
+    except x509.ExtensionNotFound:
+        alternatives = ()
+    return certificate.subject.rfc4514_string(), alternatives
+
+
+def _keystore(get: Get) -> tuple[Any, list[x509.Certificate], str] | None:
+    """(private key, certificate chain, where it was read) of the key store; None where none
+    is configured."""
     from cryptography.hazmat.primitives.serialization import pkcs12
 
     store_type = get("ssl.keystore.type")
@@ -254,9 +281,8 @@ def _load_keystore(context: ssl.SSLContext, get: Get) -> bool:
                 raise ConfigError(f"Invalid SSL key store {location}: no private key entry")
             certificates = [certificate, *extra]
     else:
-        return False
-    _load_chain(context, key, certificates, source)
-    return True
+        return None
+    return key, certificates, source
 
 
 def _load_chain(context: ssl.SSLContext, key: Any, certificates: list[x509.Certificate],

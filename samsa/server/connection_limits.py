@@ -47,6 +47,18 @@ class ConnectionLimits:
                    inter_broker_listener,
                    parse_overrides(config.get("max.connections.per.ip.overrides")))
 
+    @staticmethod
+    def check(config: BrokerConfig) -> None:
+        """ConfigError unless the limits of ``config`` can be taken."""
+        parse_overrides(config.get("max.connections.per.ip.overrides"))
+
+    def update(self, config: BrokerConfig) -> None:
+        """The limits as the config sets them now (dynamic broker configs): connections open
+        beyond a lowered limit stay, new ones are refused until the count is under it."""
+        self.per_ip = config.get("max.connections.per.ip")
+        self.total = config.get("max.connections")
+        self.overrides = parse_overrides(config.get("max.connections.per.ip.overrides"))
+
     @property
     def count(self) -> int:
         return len(self._admitted)

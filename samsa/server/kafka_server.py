@@ -18,14 +18,24 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from samsa.cluster.acls import AclStore
+from samsa.cluster.broker_configs import DynamicBrokerConfig, Reconfigurable
 from samsa.cluster.client_quotas import ClientQuotaStore
 from samsa.cluster.partition_writer import LogPartitionWriter
 from samsa.cluster.producer_ids import ProducerIdManager
 from samsa.cluster.replicas import Replicas
+from samsa.cluster.replication_quota import RATE_KEYS
 from samsa.cluster.scram import ScramCredentialStore
 from samsa.cluster.topic_admin import TopicAdmin
 from samsa.cluster.topics import TopicStore
-from samsa.config import BrokerConfig, ConfigError, parse_http_listener
+from samsa.config import (
+    BROKER_KEYS,
+    DYNAMIC_MODES,
+    DYNAMIC_SECURITY_KEYS,
+    LISTENER_PREFIX,
+    BrokerConfig,
+    ConfigError,
+    parse_http_listener,
+)
 from samsa.coordinator.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from samsa.coordinator.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from samsa.durable import write_atomically
@@ -47,6 +57,7 @@ from samsa.security.authorizer import AclAuthorizer, authorizer_from_config
 from samsa.security.channel import InterBrokerSecurity, ListenerSecurity
 from samsa.security.listeners import EndPoint, ListenerConfig
 from samsa.security.sasl.scram import ScramCredential
+from samsa.security.ssl_factory import keystore_identity
 from samsa.server.connection import Connection
 from samsa.server.connection_limits import ConnectionLimits
 from samsa.server.modes import Mode, SingleNode
@@ -65,6 +76,19 @@ log = logging.getLogger(__name__)
 API_VERSIONS_KEY = 18
 META_PROPERTIES = "meta.properties"
 _TICK_SECONDS = 1.0
+
+# The dynamic broker keys each part of the broker reads (Kafka's reconfigurables): the topic
+# defaults (DynamicLogConfig), the cleaner's (LogCleaner.ReconfigurableConfigs, less
+# message.max.bytes, which samsa's cleaner does not size buffers by), the thread counts (Kafka's
+# thread pools and network threads: checked as Kafka checks them, no effect here), the
+# connection quotas (SocketServer).
+LOG_KEYS = frozenset(n for n in DYNAMIC_MODES if n in BROKER_KEYS and BROKER_KEYS[n].topic)
+CLEANER_KEYS = frozenset({"log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+                          "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms"})
+THREAD_KEYS = frozenset({"num.io.threads", "num.network.threads",
+                         "num.recovery.threads.per.data.dir", "background.threads"})
+CONNECTION_KEYS = frozenset({"max.connections.per.ip", "max.connections.per.ip.overrides",
+                             "max.connections"})
 
 
 def new_cluster_id() -> str:
@@ -126,6 +150,9 @@ class KafkaServer:
         # a single node has no inter-broker traffic: max.connections covers every listener
         self.connection_limits = ConnectionLimits.from_config(
             self.config, self.inter_broker.listener_name if cluster else None)
+        # dynamic broker configs: loaded at start, changed by AlterConfigs
+        self.dynamic_config = DynamicBrokerConfig(self.config)
+        self._register_reconfigurables()
         self.broker_id = self.config.get("broker.id")
         self.cluster_id = ""
         self.bound: list[EndPoint] = []
@@ -168,6 +195,7 @@ class KafkaServer:
                 await self.scram_store.stop()
             if self.quota_store is not None:
                 await self.quota_store.stop()
+            await self.dynamic_config.stop()
             await self.mode.stop()
             if self.cleaner is not None:
                 await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)
@@ -190,6 +218,10 @@ class KafkaServer:
         self.quota_store = self.mode.quota_store(first_dir, failures)
         self.quota_store.listeners.append(self.quotas.update)
         await self.quota_store.start()
+        # the dynamic configs before the logs open: they may change the topic defaults
+        await self.dynamic_config.start(self.broker_id,
+                                        self.mode.broker_config_store(first_dir, failures))
+        self._check_metadata_dir()
         manager.load_logs()  # a directory whose logs fail to load goes offline
         blocks = self.mode.producer_id_blocks(self.broker_id)
         try:
@@ -221,9 +253,11 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         max_request = self.config.get("socket.request.max.bytes")
         for listener in self.listeners:
-            security = self.security[listener.listener_name]
+            # the listener's security as it is when a connection comes (its TLS stores may
+            # change: dynamic broker configs)
             server = await loop.create_server(
-                lambda security=security: self._new_connection(max_request, security),
+                lambda name=listener.listener_name: self._new_connection(
+                    max_request, self.security[name]),
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,
@@ -300,6 +334,101 @@ class KafkaServer:
         )
         self.cleaner.start()
         self.replicas.on_drop = self.cleaner.forget
+
+    # --- dynamic broker configs -------------------------------------------------------------
+
+    def _register_reconfigurables(self) -> None:
+        """What reads each dynamic broker key, checked and told when it changes (Kafka's
+        DynamicBrokerConfig.addReconfigurables). producer.id.expiration.ms needs none: the
+        log manager reads it at each expiry pass."""
+        dynamic = self.dynamic_config
+        dynamic.register(Reconfigurable("logs", LOG_KEYS, reconfigure=self._log_defaults_changed))
+        dynamic.register(Reconfigurable("log cleaner", CLEANER_KEYS, self._validate_cleaner,
+                                        self._reconfigure_cleaner))
+        dynamic.register(Reconfigurable("thread pools", THREAD_KEYS, self._validate_threads))
+        dynamic.register(Reconfigurable(
+            "connection quotas", CONNECTION_KEYS,
+            lambda new: ConnectionLimits.check(new),
+            lambda new, _k: self.connection_limits.update(new)))
+        dynamic.register(Reconfigurable(
+            "replication quotas", RATE_KEYS,
+            reconfigure=lambda new, _k: self.replicas.quotas.update(new)))
+        for endpoint in self.listeners:
+            if endpoint.uses_tls:
+                prefix = f"{LISTENER_PREFIX}{endpoint.listener_name.lower()}."
+                dynamic.register(Reconfigurable(
+                    f"listener {endpoint.listener_name}",
+                    frozenset(prefix + key for key in DYNAMIC_SECURITY_KEYS),
+                    lambda new, e=endpoint: self._validate_tls(new, e),
+                    lambda new, _k, e=endpoint: self._reconfigure_tls(new, e)))
+
+    def _log_defaults_changed(self, new: BrokerConfig, keys: set[str]) -> None:
+        """Kafka's DynamicLogConfig.reconfigure: every log takes the new defaults, and the
+        default turning unclean leader election on lets the controller use it at once."""
+        self.replicas.topic_defaults_changed()
+        if "unclean.leader.election.enable" in keys and new.get(
+                "unclean.leader.election.enable"):
+            self.mode.unclean_default_enabled()
+
+    def _validate_tls(self, new: BrokerConfig, endpoint: EndPoint) -> None:
+        """A listener's new TLS stores load, and its certificate names the same subject and
+        alternative names as the one it replaces (Kafka's SslFactory check)."""
+        ListenerSecurity.build(new, endpoint)
+        name = endpoint.listener_name
+        old, now = keystore_identity(self.config, name), keystore_identity(new, name)
+        if old is not None and now is not None:
+            if old[0] != now[0]:
+                raise ConfigError(f"Keystore DistinguishedName does not match: existing="
+                                  f"{{subject={old[0]}}}, new={{subject={now[0]}}}")
+            if old[1] != now[1]:
+                raise ConfigError(f"Keystore SubjectAltNames do not match: existing="
+                                  f"{{subjectAltName={list(old[1])}}}, "
+                                  f"new={{subjectAltName={list(now[1])}}}")
+
+    def _reconfigure_tls(self, new: BrokerConfig, endpoint: EndPoint) -> None:
+        """New connections to the listener get the new stores (those open keep theirs)."""
+        self.security[endpoint.listener_name] = ListenerSecurity.build(new, endpoint)
+        log.info("listener %s: new TLS key and trust stores", endpoint.listener_name)
+
+    def _validate_threads(self, new: BrokerConfig) -> None:
+        """Kafka's DynamicThreadPool check: at least 1, half to double the current count."""
+        for name in sorted(THREAD_KEYS):
+            value, old = new.get(name), self.config.get(name)
+            if value == old:
+                continue
+            problem = f"Dynamic thread count update validation failed for {name}={value}"
+            if value <= 0:
+                raise ConfigError(f"{problem}, value should be at least 1")
+            if value < old // 2:
+                raise ConfigError(f"{problem}, value should be at least half the current "
+                                  f"value {old}")
+            if value > old * 2:
+                raise ConfigError(f"{problem}, value should not be greater than double the "
+                                  f"current value {old}")
+
+    def _validate_cleaner(self, new: BrokerConfig) -> None:
+        """Kafka's LogCleaner.validateReconfiguration (a running cleaner's thread count)."""
+        if self.cleaner is None:
+            return
+        threads, current = new.get("log.cleaner.threads"), self.cleaner.thread_count
+        if threads < 1:
+            raise ConfigError("Log cleaner threads should be at least 1")
+        if threads < current // 2:
+            raise ConfigError("Log cleaner threads cannot be reduced to less than half the "
+                              f"current value {current}")
+        if threads > current * 2:
+            raise ConfigError("Log cleaner threads cannot be increased to more than double the "
+                              f"current value {current}")
+
+    async def _reconfigure_cleaner(self, new: BrokerConfig, _keys: set[str]) -> None:
+        cleaner = self.cleaner
+        if cleaner is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(None, lambda: cleaner.reconfigure(
+            threads=new.get("log.cleaner.threads"),
+            dedupe_buffer_size=new.get("log.cleaner.dedupe.buffer.size"),
+            load_factor=new.get("log.cleaner.io.buffer.load.factor"),
+            backoff_ms=new.get("log.cleaner.backoff.ms")))
 
     def _new_connection(self, max_request: int, security: ListenerSecurity) -> Connection:
         connection = Connection(self.dispatch, max_request, self._connection_closed, security,
@@ -404,6 +533,7 @@ class KafkaServer:
             await self.scram_store.stop()
         if self.quota_store is not None:
             await self.quota_store.stop()
+        await self.dynamic_config.stop()
         await self.mode.stop()
         if self.cleaner is not None:  # joined off the loop: its swaps run on the loop
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.shutdown)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from samsa.cluster.acls import AclStore, FileAclStore
+from samsa.cluster.broker_configs import BrokerConfigStore, LocalBrokerConfigStore
 from samsa.cluster.client_quotas import ClientQuotaStore, LocalQuotaStore
 from samsa.cluster.replicas import Replicas
 from samsa.cluster.scram import LocalScramStore, ScramCredentialStore
@@ -68,6 +69,13 @@ class Mode(Protocol):
                     ) -> ClientQuotaStore:
         """Where client quotas are kept (a single node: its metadata dir)."""
 
+    def broker_config_store(self, metadata_dir: Path, failures: LogDirFailureChannel
+                            ) -> BrokerConfigStore:
+        """Where the dynamic broker configs are kept (a single node: its metadata dir)."""
+
+    def unclean_default_enabled(self) -> None:
+        """The broker default unclean.leader.election.enable turned on while running."""
+
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         """Once listening: join the cluster (``endpoints``: the advertised listeners)."""
 
@@ -122,6 +130,13 @@ class SingleNode:
     def quota_store(self, metadata_dir: Path, failures: LogDirFailureChannel
                     ) -> ClientQuotaStore:
         return LocalQuotaStore(metadata_dir, failures)
+
+    def broker_config_store(self, metadata_dir: Path, failures: LogDirFailureChannel
+                            ) -> BrokerConfigStore:
+        return LocalBrokerConfigStore(metadata_dir, failures)
+
+    def unclean_default_enabled(self) -> None:
+        pass  # a single node's replicas are all in sync
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         pass

@@ -108,6 +108,21 @@ class LogCleaner:
             thread.join(timeout_s)
         self._threads.clear()
 
+    def reconfigure(self, *, threads: int, dedupe_buffer_size: int, load_factor: float,
+                    backoff_ms: int) -> None:
+        """New settings (dynamic broker configs): the threads stop (a cleaning in progress
+        finishes its current segment group) and start again with them, as Kafka's
+        LogCleaner.reconfigure does; what was cleaned is remembered. Blocks: call it off the
+        event loop, which runs the swaps."""
+        self.shutdown()
+        self.thread_count = threads
+        self.map_buffer = dedupe_buffer_size // max(threads, 1)
+        self.load_factor = load_factor
+        self.backoff_s = backoff_ms / 1000
+        self._stop.clear()
+        self._wake.clear()
+        self.start()
+
     def wake(self) -> None:
         """Look for work now instead of after the backoff (tests, topic config changes)."""
         self._wake.set()

@@ -1,6 +1,14 @@
 """``samsa configs``: kafka-configs.sh for topics, brokers, users and clients (--describe,
 --alter).
 
+For brokers, as kafka-configs: ``--entity-name <id>`` (or ``--broker``) is one broker's dynamic
+configs, ``--entity-default`` (or ``--broker-defaults``) the cluster's default; ``--describe``
+lists the dynamic ones (``--all``: every config), and without a name every broker's then the
+default's ("Default configs for brokers in the cluster are:"); ``--alter`` sends the whole new
+set (the current dynamic configs, those added, less those deleted) with AlterConfigs, to the
+broker named (librdkafka cannot name the default's empty resource, so the broker configs go
+over ``samsa.tools.wire``).
+
 For users and clients, their quotas (``samsa.tools.client_quotas``: ``--entity-type users
 --entity-name alice [--entity-type clients --entity-name app] --alter --add-config
 'producer_byte_rate=1024,consumer_byte_rate=2048'``, ``--entity-default`` or
@@ -18,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import click
 from confluent_kafka import KafkaException
@@ -35,7 +44,14 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kio.schema.alter_configs.v0.request import (
+    AlterableConfig,
+    AlterConfigsRequest,
+    AlterConfigsResource,
+)
+from kio.schema.describe_configs.v1.request import DescribeConfigsRequest, DescribeConfigsResource
 
+from samsa.errors import ErrorCode, kafka_name
 from samsa.tools import client_quotas
 from samsa.tools.admin import connect_admin, raise_errors, results, source_id, source_name
 from samsa.tools.common import (
@@ -47,6 +63,7 @@ from samsa.tools.common import (
     handle_client_errors,
     read_properties_file,
 )
+from samsa.tools.wire import Wire, WirePool, WireSecurity, error_text
 
 ENTITY_TYPES = {"topics": ResourceType.TOPIC, "brokers": ResourceType.BROKER,
                 # users and clients: quotas and SCRAM credentials, not config resources
@@ -136,7 +153,7 @@ def _entity_names(ctx: click.Context) -> list[str]:
 @click.option("--entity-name", "entity_names", multiple=True,
               help="The topic name, broker id, user name or client id.")
 @click.option("--entity-default", "entity_default", is_flag=True,
-              help="The default user or client id (for its --entity-type).")
+              help="The default user, client id or broker (for its --entity-type).")
 @click.option("--topic", help="Short for --entity-type topics --entity-name TOPIC.")
 @click.option("--broker", help="Short for --entity-type brokers --entity-name ID.")
 @click.option("--user", help="Short for --entity-type users --entity-name USER.")
@@ -145,6 +162,8 @@ def _entity_names(ctx: click.Context) -> list[str]:
               help="Short for --entity-type users --entity-default.")
 @click.option("--client-defaults", "client_defaults", is_flag=True,
               help="Short for --entity-type clients --entity-default.")
+@click.option("--broker-defaults", "broker_defaults", is_flag=True,
+              help="Short for --entity-type brokers --entity-default.")
 @click.option("--describe", is_flag=True, help="Print the entity's configs.")
 @click.option("--alter", is_flag=True, help="Change the entity's configs.")
 @click.option("--all", "describe_all", is_flag=True,
@@ -161,15 +180,15 @@ def _entity_names(ctx: click.Context) -> list[str]:
 def configs(
     bootstrap_server: str, entity_types: tuple[str, ...], entity_names: tuple[str, ...],
     entity_default: bool, topic: str | None, broker: str | None, user: str | None,
-    client: str | None, user_defaults: bool, client_defaults: bool,
+    client: str | None, user_defaults: bool, client_defaults: bool, broker_defaults: bool,
     describe: bool, alter: bool, describe_all: bool, add_config: tuple[str, ...],
     add_config_file: Path | None, delete_config: tuple[str, ...], command_config: Path | None,
 ) -> None:
-    """Describe and alter topic and broker configs, users' and clients' quotas and users'
-    SCRAM credentials, as kafka-configs.sh does."""
+    """Describe and alter topic and broker configs (one broker's or the cluster default's),
+    users' and clients' quotas and users' SCRAM credentials, as kafka-configs.sh does."""
     del entity_names, entity_default  # read in command-line order from the context
     types, names = _entities(click.get_current_context(), entity_types, topic, broker, user,
-                             client, user_defaults, client_defaults)
+                             client, user_defaults, client_defaults, broker_defaults)
     if describe == alter:
         raise click.UsageError("exactly one of --describe or --alter is required")
     additions = parse_add_config(add_config)
@@ -187,8 +206,9 @@ def configs(
         return
     entity_type = types[0]
     entity_name = names[0] if names else None
-    if entity_name == "":
-        raise click.UsageError(f"--entity-default is for users and clients, not {entity_type}")
+    if entity_name == "" and entity_type != "brokers":
+        raise click.UsageError(f"--entity-default is for users, clients and brokers, not "
+                               f"{entity_type}")
     if alter and entity_name is None:
         raise click.UsageError("--alter requires --entity-name")
     if alter and not (additions or deletions):
@@ -196,6 +216,10 @@ def configs(
             "at least one of --add-config, --add-config-file or --delete-config is required"
             " with --alter"
         )
+    if entity_type == "brokers":
+        _brokers(bootstrap_server, extra, entity_name, describe, describe_all, additions,
+                 deletions)
+        return
     admin, metadata = connect_admin(bootstrap_server, "samsa-configs", extra)
     resource_type = ENTITY_TYPES[entity_type]
     if describe:
@@ -203,20 +227,19 @@ def configs(
             _describe(admin, entity_type, resource_type, name, describe_all)
         return
     assert entity_name is not None
-    if entity_type == "brokers":
-        entity_name = str(int(entity_name))
     _alter(admin, entity_type, resource_type, entity_name, additions, deletions)
 
 
 def _entities(
     ctx: click.Context, entity_types: tuple[str, ...], topic: str | None,
     broker: str | None, user: str | None, client: str | None, user_defaults: bool,
-    client_defaults: bool,
+    client_defaults: bool, broker_defaults: bool,
 ) -> tuple[list[str], list[str]]:
     """kafka-configs' entityTypes and entityNames ("" for a default), checked as its
     checkArgs checks them."""
     flags = [(topic, "topics"), (client, "clients"), (user, "users"), (broker, "brokers")]
-    defaults = [(client_defaults, "clients"), (user_defaults, "users")]
+    defaults = [(client_defaults, "clients"), (user_defaults, "users"),
+                (broker_defaults, "brokers")]
     generic = list(entity_types)
     names = _entity_names(ctx)
     shorthand_types = [t for v, t in flags if v is not None] + [t for on, t in defaults if on]
@@ -326,6 +349,107 @@ def _alter(
     _, errors = results(futures, REQUEST_TIMEOUT_S + 5)
     raise_errors(errors)
     click.echo(f"Completed updating config for {SINGULAR[entity_type]} {name}.")
+
+
+# --- brokers --------------------------------------------------------------------------------
+
+DESCRIBE_CONFIGS, ALTER_CONFIGS = 32, 33
+BROKER_RESOURCE = 4
+
+
+def _brokers(bootstrap: str, extra: dict[str, str], entity_name: str | None, describe: bool,
+             describe_all: bool, additions: dict[str, str], deletions: list[str]) -> None:
+    """Brokers' configs go over samsa.tools.wire: librdkafka cannot name the default's empty
+    resource."""
+    security = WireSecurity.from_properties(extra, "samsa configs")
+    with WirePool(bootstrap, REQUEST_TIMEOUT_S, "samsa-configs", security) as pool:
+        if describe:
+            names = ([_broker_name(entity_name)] if entity_name is not None
+                     else [str(node.node_id) for node in pool.brokers()] + [""])
+            for name in names:
+                _describe_broker(pool, name, describe_all)
+        else:
+            assert entity_name is not None
+            _alter_broker(pool, _broker_name(entity_name), additions, deletions)
+
+
+def _broker_name(name: str) -> str:
+    """A broker id as Kafka writes it (``01`` -> ``1``); the default stays empty."""
+    return str(int(name)) if name else ""
+
+
+def _broker_wire(pool: WirePool, name: str) -> Wire:
+    """The connection a broker resource goes to, as Kafka's admin client sends it: the broker
+    it names, any broker for the default."""
+    if not name:
+        return pool.bootstrap()
+    node = next((n for n in pool.brokers() if n.node_id == int(name)), None)
+    if node is None:
+        raise ToolError(f"Broker {name} is not in the cluster")
+    return pool.node(node)
+
+
+def _broker_entries(pool: WirePool, name: str, all_: bool) -> list[Any]:
+    """kafka-configs' getResourceConfig for a broker resource: its dynamic entries (this
+    broker's, or the defaults'), every entry with ``all_``, sorted by name."""
+    wire = _broker_wire(pool, name)
+    wire.version(DESCRIBE_CONFIGS, 1, 1, "DescribeConfigs")
+    response = wire.request(DESCRIBE_CONFIGS, 1, DescribeConfigsRequest(
+        resources=(DescribeConfigsResource(resource_type=BROKER_RESOURCE, resource_name=name,
+                                           configuration_keys=None),),
+        include_synonyms=True))
+    result = response.results[0]
+    if result.error_code != ErrorCode.none:
+        raise ToolError(_failure(result.error_code, result.error_message))
+    source = 3 if not name else 2  # DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_BROKER_CONFIG
+    return sorted((e for e in result.configs if all_ or e.config_source == source),
+                  key=lambda e: e.name)
+
+
+def _failure(code: int, message: str | None) -> str:
+    return f"{kafka_name(code)}: {message}" if message else error_text(code)
+
+
+def _describe_broker(pool: WirePool, name: str, all_: bool) -> None:
+    entries = _broker_entries(pool, name, all_)
+    if not name:
+        click.echo("Default configs for brokers in the cluster are:")
+    else:
+        click.echo(f"{'All' if all_ else 'Dynamic'} configs for broker {name} are:")
+    for entry in entries:
+        synonyms = ", ".join(f"{source_name(s.source)}:{s.name}={_value(s.value)}"
+                             for s in entry.synonyms)
+        click.echo(f"  {entry.name}={_value(entry.value)} "
+                   f"sensitive={str(entry.is_sensitive).lower()} "
+                   f"synonyms={{{synonyms}}}")
+
+
+def _alter_broker(pool: WirePool, name: str, additions: dict[str, str],
+                  deletions: list[str]) -> None:
+    """kafka-configs' broker alter: the whole new set of dynamic configs with AlterConfigs."""
+    old = {e.name: e.value for e in _broker_entries(pool, name, False)}
+    invalid = [key for key in deletions if key not in old]
+    if invalid:
+        raise ToolError(f"INVALID_CONFIG: Invalid config(s): {','.join(invalid)}")
+    new = {k: v for k, v in {**old, **additions}.items() if k not in deletions}
+    hidden = [k for k, v in new.items() if v is None]
+    if hidden:
+        raise ToolError("INVALID_CONFIG: All sensitive broker config entries must be specified "
+                        f"for --alter, missing entries: Set({', '.join(hidden)})")
+    wire = _broker_wire(pool, name)
+    wire.version(ALTER_CONFIGS, 0, 0, "AlterConfigs")
+    response = wire.request(ALTER_CONFIGS, 0, AlterConfigsRequest(
+        resources=(AlterConfigsResource(
+            resource_type=BROKER_RESOURCE, resource_name=name,
+            configs=tuple(AlterableConfig(name=k, value=v) for k, v in new.items())),),
+        validate_only=False))
+    result = response.responses[0]
+    if result.error_code != ErrorCode.none:
+        raise ToolError(_failure(result.error_code, result.error_message))
+    if name:
+        click.echo(f"Completed updating config for broker {name}.")
+    else:
+        click.echo("Completed updating default config for brokers in the cluster.")
 
 
 # --- users and clients: quotas and SCRAM credentials -------------------------------------------

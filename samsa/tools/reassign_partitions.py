@@ -25,9 +25,17 @@ started log directory move for: t-0-1`` (topic-partition-broker). ``--verify`` t
 each such replica from DescribeLogDirs (``Reassignment of replica t-0-1 completed
 successfully.``, ``... is still in progress.``, or where it is instead).
 
-samsa has no replication throttles: ``--throttle`` and ``--replica-alter-log-dirs-throttle`` do
-not exist here, and ``--preserve-throttles`` is accepted and does nothing. Unlike Kafka, an
-unknown topic or partition in the file of ``--verify`` or ``--cancel`` is an error too.
+Replication throttles, as Kafka's: ``--execute --throttle N`` sets
+``leader.replication.throttled.replicas`` (the partitions' current replicas) and
+``follower.replication.throttled.replicas`` (the replicas being added) on each topic moved and
+``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate`` = N on every
+broker involved ("The inter-broker throttle limit was set to N B/s"; with ``--additional`` it
+changes the throttle of running reassignments); ``--replica-alter-log-dirs-throttle N`` sets
+``replica.alter.log.dirs.io.max.bytes.per.second`` on the brokers whose replicas move between
+log directories. ``--verify``, once no reassignment runs, and ``--cancel`` remove every one of
+those configs from every broker and from the file's topics ("Clearing broker-level throttles on
+brokers ...") unless ``--preserve-throttles`` is given. Unlike Kafka, an unknown topic or
+partition in the file of ``--verify`` or ``--cancel`` is an error too.
 
 confluent-kafka has no reassignment API, so the requests (Metadata, AlterPartitionReassignments,
 ListPartitionReassignments, AlterReplicaLogDirs, DescribeLogDirs) go over a socket of samsa's
@@ -54,6 +62,11 @@ from kio.schema.alter_partition_reassignments.v0.request import (
     ReassignableTopic,
 )
 from kio.schema.describe_log_dirs.v4.request import DescribableLogDirTopic, DescribeLogDirsRequest
+from kio.schema.incremental_alter_configs.v0.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 from kio.schema.list_partition_reassignments.v0.request import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsTopics,
@@ -74,6 +87,16 @@ from samsa.tools.wire import Node, WirePool, WireSecurity, build_entity
 CLIENT_ID = "reassign-partitions-tool"  # Kafka's client id for this tool
 ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
 ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
+INCREMENTAL_ALTER_CONFIGS = 44
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+OP_SET, OP_DELETE = 0, 1
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+BROKER_LEVEL_THROTTLES = (LEADER_RATE, FOLLOWER_RATE, LOG_DIRS_RATE)
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+TOPIC_LEVEL_THROTTLES = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 ANY_LOG_DIR = "any"
 DEFAULT_TIMEOUT_MS = 10000  # Kafka's --timeout: how long log directory moves may take to start
 MOVE_RETRY_S = 0.1
@@ -92,9 +115,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 PERMITTED: dict[str, frozenset[str]] = {
     "generate": frozenset({"disable_rack_aware"}),
-    "execute": frozenset({"additional", "timeout"}),
+    "execute": frozenset({"additional", "throttle", "replica_alter_log_dirs_throttle",
+                          "timeout"}),
     "verify": frozenset({"preserve_throttles"}),
-    "cancel": frozenset({"preserve_throttles"}),
+    "cancel": frozenset({"preserve_throttles", "timeout"}),
     "list": frozenset(),
 }
 OPTION_NAMES = {
@@ -102,8 +126,14 @@ OPTION_NAMES = {
     "topics_to_move_json_file": "topics-to-move-json-file",
     "broker_list": "broker-list", "disable_rack_aware": "disable-rack-aware",
     "additional": "additional", "preserve_throttles": "preserve-throttles",
+    "throttle": "throttle", "replica_alter_log_dirs_throttle": "replica-alter-log-dirs-throttle",
     "timeout": "timeout",
 }
+UNSET = -1  # the default of --throttle and --replica-alter-log-dirs-throttle: no throttle
+YOU_MUST_RUN_VERIFY_PERIODICALLY_MESSAGE = (
+    "Warning: You must run --verify periodically, until the reassignment completes, to ensure"
+    " the throttle is removed."
+)
 CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE = (
     "Cannot execute because there is an existing partition assignment.  Use --additional to"
     " override this and create a new partition assignment in addition to the existing one. The"
@@ -460,6 +490,30 @@ class Cluster(WirePool):
         return errors
 
 
+    def alter_configs(self, resource_type: int, changes: Mapping[str, Sequence[AlterableConfig]]
+                      ) -> None:
+        """IncrementalAlterConfigs of topics (to any broker) or brokers (each to itself, as
+        Kafka's admin client sends them); the first failure is a ToolError."""
+        if not changes:
+            return
+        nodes = self.by_id(self.metadata(())) if resource_type == RESOURCE_BROKER else {}
+        targets: dict[Node | None, list[AlterConfigsResource]] = {}
+        for name, configs in sorted(changes.items()):
+            node = nodes.get(int(name)) if resource_type == RESOURCE_BROKER else None
+            if resource_type == RESOURCE_BROKER and node is None:
+                continue  # not in the cluster now: nothing there to change
+            targets.setdefault(node, []).append(AlterConfigsResource(
+                resource_type=resource_type, resource_name=name, configs=tuple(configs)))
+        for node, resources in targets.items():
+            wire = self.bootstrap() if node is None else self.node(node)
+            wire.version(INCREMENTAL_ALTER_CONFIGS, 0, 0, "IncrementalAlterConfigs")
+            response = wire.request(INCREMENTAL_ALTER_CONFIGS, 0, IncrementalAlterConfigsRequest(
+                resources=tuple(resources), validate_only=False))
+            for result in response.responses:
+                if result.error_code != ErrorCode.none:
+                    raise ToolError(f"{kafka_name(result.error_code)}: "
+                                    f"{message_of(result.error_code, result.error_message)}")
+
     def alter_replica_log_dirs(self, moves: Mapping[TPR, str]) -> dict[TPR, int]:
         """AlterReplicaLogDirs to each replica's broker; the error code of each replica."""
         nodes = self.by_id(self.metadata(()))
@@ -553,11 +607,97 @@ def _current_replicas(cluster: Cluster, partitions: Iterable[TP]) -> dict[TP, li
     return {tp: found[tp] for tp in wanted}
 
 
+# --- throttles -----------------------------------------------------------------------------------
+
+Moves = dict[str, dict[int, tuple[set[int], set[int]]]]  # topic -> partition -> (sources, dests)
+
+
+def proposed_moves(running: Mapping[TP, tuple[list[int], list[int], list[int]]],
+                   proposed: Mapping[TP, Sequence[int]],
+                   current: Mapping[TP, Sequence[int]]) -> Moves:
+    """Kafka's calculateProposedMoveMap: the running reassignments' moves (sources: their
+    replicas less those being added), then the proposed ones (sources: a running move's, else
+    the current replicas; destinations: the new replicas not among the sources)."""
+    moves: Moves = {}
+    for (topic, index), (replicas, adding, _) in running.items():
+        moves.setdefault(topic, {})[index] = (set(replicas) - set(adding), set(adding))
+    for (topic, index), replicas in proposed.items():
+        parts = moves.setdefault(topic, {})
+        sources = parts[index][0] if index in parts else set(current[(topic, index)])
+        parts[index] = (sources, set(replicas) - sources)
+    return moves
+
+
+def _throttled_list(pairs: Iterable[tuple[int, int]]) -> str:
+    """``partition:broker,...`` sorted as text, as Kafka's TreeSet of them."""
+    return ",".join(sorted(f"{p}:{b}" for p, b in pairs))
+
+
+def leader_throttles(moves: Moves) -> dict[str, str]:
+    """Kafka's calculateLeaderThrottles: every source replica of every move, by topic."""
+    return {topic: _throttled_list((p, b) for p, (sources, _) in parts.items() for b in sources)
+            for topic, parts in moves.items()}
+
+
+def follower_throttles(moves: Moves) -> dict[str, str]:
+    """Kafka's calculateFollowerThrottles: every destination replica, by topic."""
+    return {topic: _throttled_list((p, b) for p, (sources, dests) in parts.items()
+                                 for b in dests if b not in sources)
+            for topic, parts in moves.items()}
+
+
+def set_throttles(cluster: Cluster, moves: Moves, throttle: int) -> None:
+    """Kafka's modifyReassignmentThrottle: the topics' throttled replicas, then the rate on
+    every broker a move involves."""
+    leaders, followers = leader_throttles(moves), follower_throttles(moves)
+    cluster.alter_configs(RESOURCE_TOPIC, {
+        topic: [AlterableConfig(name=LEADER_REPLICAS, config_operation=OP_SET,
+                                value=leaders[topic]),
+                AlterableConfig(name=FOLLOWER_REPLICAS, config_operation=OP_SET,
+                                value=followers[topic])]
+        for topic in moves})
+    brokers = sorted({b for parts in moves.values() for sources, dests in parts.values()
+                      for b in sources | dests})
+    cluster.alter_configs(RESOURCE_BROKER, {
+        str(b): [AlterableConfig(name=LEADER_RATE, config_operation=OP_SET, value=str(throttle)),
+                 AlterableConfig(name=FOLLOWER_RATE, config_operation=OP_SET,
+                                 value=str(throttle))]
+        for b in brokers})
+    click.echo(f"The inter-broker throttle limit was set to {throttle} B/s")
+
+
+def set_log_dir_throttle(cluster: Cluster, brokers: Iterable[int], throttle: int) -> None:
+    """Kafka's modifyLogDirThrottle, on the brokers whose replicas move between log
+    directories."""
+    cluster.alter_configs(RESOURCE_BROKER, {
+        str(b): [AlterableConfig(name=LOG_DIRS_RATE, config_operation=OP_SET,
+                                 value=str(throttle))] for b in brokers})
+    click.echo(f"The replica-alter-dir throttle limit was set to {throttle} B/s")
+
+
+def clear_throttles(cluster: Cluster, parts: list[tuple[TP, list[int]]]) -> None:
+    """Kafka's clearAllThrottles: the broker-level throttles of every broker (the cluster's
+    and the file's replicas), the topic-level ones of the file's topics."""
+    brokers = sorted(set(cluster.by_id(cluster.metadata(())))
+                     | {b for _, replicas in parts for b in replicas})
+    click.echo(f"Clearing broker-level throttles on broker{_plural(brokers)} {joined(brokers)}")
+    cluster.alter_configs(RESOURCE_BROKER, {
+        str(b): [AlterableConfig(name=key, config_operation=OP_DELETE, value=None)
+                 for key in BROKER_LEVEL_THROTTLES] for b in brokers})
+    topics = sorted({topic for (topic, _), _ in parts})
+    click.echo(f"Clearing topic-level throttles on topic{_plural(topics)} {','.join(topics)}")
+    cluster.alter_configs(RESOURCE_TOPIC, {
+        topic: [AlterableConfig(name=key, config_operation=OP_DELETE, value=None)
+                for key in TOPIC_LEVEL_THROTTLES] for topic in topics})
+
+
 def run_execute(cluster: Cluster, parts: list[tuple[TP, list[int]]], additional: bool,
                 moves: Mapping[TPR, str] | None = None,
-                timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+                timeout_ms: int = DEFAULT_TIMEOUT_MS, throttle: int = UNSET,
+                log_dir_throttle: int = UNSET) -> None:
     proposed = check_execute(parts)
-    if not additional and cluster.list_reassignments():
+    running = cluster.list_reassignments()
+    if not additional and running:
         raise ToolError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE)
     known = set(cluster.by_id(cluster.metadata(())))
     for replicas in proposed.values():
@@ -567,6 +707,13 @@ def run_execute(cluster: Cluster, parts: list[tuple[TP, list[int]]], additional:
     current = _current_replicas(cluster, proposed)
     click.echo(f"Current partition replica assignment\n\n{reassignment_json(current)}\n\n"
                "Save this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0 or log_dir_throttle >= 0:
+        click.echo(YOU_MUST_RUN_VERIFY_PERIODICALLY_MESSAGE)
+        if throttle >= 0:
+            set_throttles(cluster, proposed_moves(running, proposed, current), throttle)
+        if log_dir_throttle >= 0:
+            set_log_dir_throttle(cluster, sorted({b for (_, _, b) in moves or {}}),
+                                 log_dir_throttle)
     errors = cluster.alter_reassignments(proposed)
     if errors:
         raise ToolError(f"Error reassigning partition(s): {_error_lines(errors)}")
@@ -609,7 +756,8 @@ def execute_moves(cluster: Cluster, moves: Mapping[TPR, str], timeout_ms: int) -
 
 
 def run_verify(cluster: Cluster, parts: list[tuple[TP, list[int]]],
-               moves: Mapping[TPR, str] | None = None) -> None:
+               moves: Mapping[TPR, str] | None = None, preserve_throttles: bool = False
+               ) -> None:
     targets = dict(parts)
     running = cluster.list_reassignments()
     current = _current_replicas(cluster, [tp for tp in targets if tp not in running])
@@ -624,8 +772,15 @@ def run_verify(cluster: Cluster, parts: list[tuple[TP, list[int]]],
                          f" replica set is {joined(current[tp])} rather than"
                          f" {joined(targets[tp])}.")
     click.echo("\n".join(lines))
+    moving = False
     if moves:
-        click.echo("\n".join(move_states(cluster, moves)))
+        states = move_states(cluster, moves)
+        click.echo("\n".join(states))
+        moving = any(line.endswith("is still in progress.") for line in states)
+    # Kafka clears every throttle once no reassignment at all runs and no replica of the file
+    # is still moving between log dirs: it cannot tell which brokers the earlier ones involved
+    if not running and not moving and not preserve_throttles:
+        clear_throttles(cluster, parts)
 
 
 def move_states(cluster: Cluster, moves: Mapping[TPR, str]) -> list[str]:
@@ -658,20 +813,27 @@ def move_states(cluster: Cluster, moves: Mapping[TPR, str]) -> list[str]:
     return lines
 
 
-def run_cancel(cluster: Cluster, parts: list[tuple[TP, list[int]]]) -> None:
+def run_cancel(cluster: Cluster, parts: list[tuple[TP, list[int]]],
+               preserve_throttles: bool = False) -> None:
     targets = {tp for tp, _ in parts}
     _current_replicas(cluster, targets)
     running = [tp for tp, (_, adding, removing) in cluster.list_reassignments(targets).items()
                if tp in targets and (adding or removing)]
     if not running:
         click.echo("None of the specified partition reassignments are active.")
-        return
-    errors = cluster.alter_reassignments(dict.fromkeys(running))
-    if errors:
-        raise ToolError(f"Error cancelling partition reassignment{_plural(errors)} for:"
-                        f" {_error_lines(errors)}")
-    click.echo(f"Successfully cancelled partition reassignment{_plural(running)} for:"
-               f" {_partition_list(running)}")
+    else:
+        errors = cluster.alter_reassignments(dict.fromkeys(running))
+        if errors:
+            raise ToolError(f"Error cancelling partition reassignment{_plural(errors)} for:"
+                            f" {_error_lines(errors)}")
+        click.echo(f"Successfully cancelled partition reassignment{_plural(running)} for:"
+                   f" {_partition_list(running)}")
+    if not preserve_throttles:
+        clear_throttles(cluster, parts)
+
+
+def _throttle(value: int | None) -> int:
+    return UNSET if value is None else value
 
 
 def run_list(cluster: Cluster) -> None:
@@ -739,9 +901,21 @@ def run_generate(cluster: Cluster, topics: list[str], broker_list: list[int],
 @click.option("--disable-rack-aware", "disable_rack_aware", is_flag=True,
               help="With --generate, ignore the brokers' racks.")
 @click.option("--additional", is_flag=True,
-              help="With --execute, start even while other reassignments run.")
+              help="With --execute, start even while other reassignments run (also to change"
+                   " the throttle of running reassignments).")
+@click.option("--throttle", type=int, default=None, metavar="B/S",
+              help="With --execute, throttle the movement of partitions between brokers to"
+                   " this many bytes a second (leader.replication.throttled.rate and"
+                   " follower.replication.throttled.rate on the brokers involved, the moved"
+                   " replicas in the topics' throttled-replicas configs); at least 1 KB/s is"
+                   " advised.")
+@click.option("--replica-alter-log-dirs-throttle", "replica_alter_log_dirs_throttle",
+              type=int, default=None, metavar="B/S",
+              help="With --execute, throttle replica moves between log directories"
+                   " (replica.alter.log.dirs.io.max.bytes.per.second).")
 @click.option("--preserve-throttles", "preserve_throttles", is_flag=True,
-              help="Accepted for Kafka's scripts; samsa has no replication throttles.")
+              help="With --verify or --cancel, leave the broker and topic throttles as they"
+                   " are.")
 @click.option("--timeout", "timeout", type=click.IntRange(min=0), metavar="MS",
               help="With --execute, the maximum time in ms to wait for log directory replica"
                    f" assignment to begin (default {DEFAULT_TIMEOUT_MS}).")
@@ -792,10 +966,12 @@ def reassign_partitions(
     with Cluster(bootstrap_server, REQUEST_TIMEOUT_S + timeout_ms / 1000, client_id,
                  security) as cluster:
         if action == "execute":
-            run_execute(cluster, parts, options["additional"], moves, timeout_ms)
+            run_execute(cluster, parts, options["additional"], moves, timeout_ms,
+                        _throttle(options["throttle"]),
+                        _throttle(options["replica_alter_log_dirs_throttle"]))
         elif action == "verify":
-            run_verify(cluster, parts, moves)
+            run_verify(cluster, parts, moves, options["preserve_throttles"])
         elif action == "cancel":
-            run_cancel(cluster, parts)
+            run_cancel(cluster, parts, options["preserve_throttles"])
         else:
             run_list(cluster)

@@ -212,6 +212,16 @@ class Controller:
         if topic in self._known_topics:
             self._init_topic(topic)
 
+    def unclean_default_enabled(self) -> None:
+        """The broker default unclean.leader.election.enable turned on (a dynamic config):
+        offline partitions of the topics it now covers get a leader at once (Kafka's
+        enableDefaultUncleanLeaderElection)."""
+        self._submit(self._every_topic_changed)
+
+    def _every_topic_changed(self) -> None:
+        for topic in sorted(self._known_topics):
+            self._init_topic(topic)
+
     def _init_topic(self, topic: str) -> None:
         """States for a topic's partitions that have none; the others are brought in line
         with the live brokers (a controller taking over after failures)."""

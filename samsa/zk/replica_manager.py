@@ -397,6 +397,7 @@ class ReplicaManager:
                 fetch_backoff_ms=c.get("replica.fetch.backoff.ms"),
                 socket_timeout_ms=c.get("replica.socket.timeout.ms"),
                 ssl_context=self.inter_broker_ssl, sasl=self.inter_broker_sasl,
+                quota=self.replicas.quotas.follower,
             )
             self.fetchers[leader] = fetcher
             fetcher.start()

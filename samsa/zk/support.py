@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from samsa.cluster.broker_configs import BrokerConfigStore
 from samsa.cluster.replicas import Replicas
 from samsa.config import BrokerConfig, LogConfig
 from samsa.security.authorizer import AclAuthorizer
@@ -17,6 +18,7 @@ from samsa.security.channel import InterBrokerSecurity
 from samsa.security.listeners import EndPoint
 from samsa.storage.log_dir_failure import LogDirFailureChannel
 from samsa.zk.acls import ZkAclStore
+from samsa.zk.broker_configs import ZkBrokerConfigStore
 from samsa.zk.client_quotas import ZkQuotaStore
 from samsa.zk.config_manager import ZkConfigManager
 from samsa.zk.controlled_shutdown import ask_controlled_shutdown
@@ -89,6 +91,17 @@ class ZkSupport:
         """Client quotas in ZooKeeper (/config/users, /config/clients), followed through the
         config change notifications."""
         return ZkQuotaStore(self.membership.zk, self.config_manager)
+
+    def broker_config_store(self, metadata_dir: Path, failures: LogDirFailureChannel
+                            ) -> BrokerConfigStore:
+        """Dynamic broker configs in ZooKeeper (/config/brokers), followed through the config
+        change notifications."""
+        return ZkBrokerConfigStore(self.membership.zk, self.config_manager)
+
+    def unclean_default_enabled(self) -> None:
+        """The controller, if this broker is it, elects the offline partitions it now may."""
+        if self.controller is not None and self.controller.active:
+            self.controller.unclean_default_enabled()
 
     async def join(self, broker_id: int, endpoints: Sequence[EndPoint]) -> None:
         """Register (``endpoints``: the advertised listeners), take part in the election (the

@@ -703,3 +703,26 @@ def test_offset_fetch_from_a_broker_that_does_not_coordinate_the_group(
     coordinator, other = group_with_commit(cluster, group, topic)
     assert offset_fetch(cluster.broker(coordinator).address, group, topic) == (0, 10)
     assert offset_fetch(cluster.broker(other).address, group, topic)[0] == NOT_COORDINATOR
+
+
+@pytest.mark.timeout(120)
+def test_enabling_unclean_election_as_the_brokers_default_elects_the_out_of_sync_replica(
+    cluster: ProcessCluster,
+) -> None:
+    """The broker default turned on as a dynamic cluster-wide config (Kafka's
+    enableDefaultUncleanLeaderElection): the controller elects the out-of-sync live replica of
+    a topic without its own setting at once."""
+    offline = take_offline(cluster, "by-default", {})
+    topic = offline.topic
+    state = cluster.state(topic, 0)
+    assert state is not None and state.leader == -1
+    with FrameClient(cluster.broker(offline.behind).address) as client:
+        answer = client.request(44, 1, {"resources": [{
+            "resource_type": 4, "resource_name": "", "configs": [{
+                "name": "unclean.leader.election.enable", "config_operation": 0,
+                "value": "true"}]}], "validate_only": False})
+    assert answer.responses[0].error_code == 0, answer
+    cluster.wait(lambda: (s := cluster.state(topic, 0)) is not None
+                 and s.leader == offline.behind,
+                 f"the out-of-sync replica {offline.behind} to be elected after the default"
+                 " changed", topics=[topic])
