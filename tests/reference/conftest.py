@@ -61,8 +61,9 @@ class Run:
 
     def ok(self) -> str:
         """Assert exit code 0; the stdout."""
+        program = " ".join(self.args[self.args.index("-cp") + 2:])  # the classpath is long
         assert self.rc == 0, (
-            f"{' '.join(self.args[-12:])} exited {self.rc}\nstdout:\n{self.stdout[-3000:]}"
+            f"{program} exited {self.rc}\nstdout:\n{self.stdout[-3000:]}"
             f"\nstderr:\n{self.stderr[-3000:]}")
         return self.stdout
 

@@ -67,11 +67,15 @@ def read_all(broker: Broker, topic: str, partitions: int,
         while len(at_end) < partitions:
             msg = consumer.poll(10)
             assert msg is not None, f"nothing read from {topic} in 10 s"
-            if msg.error():
-                assert msg.error().code() == -191, msg.error()  # _PARTITION_EOF
-                at_end.add(msg.partition())
+            error, partition, offset, value = (msg.error(), msg.partition(), msg.offset(),
+                                               msg.value())
+            assert partition is not None
+            if error is not None:
+                assert error.code() == -191, error  # _PARTITION_EOF
+                at_end.add(partition)
                 continue
-            found[msg.partition()].append((msg.offset(), msg.value().decode()))
+            assert offset is not None and value is not None
+            found[partition].append((offset, value.decode()))
         return found
     finally:
         consumer.close()
@@ -89,8 +93,8 @@ def test_idempotent_producer(kafka: Kafka, broker: Broker) -> None:
     sent: dict[int, list[tuple[int, str]]] = {0: [], 1: [], 2: []}
     for _, partition, offset, _key, value in acked:
         sent[int(partition)].append((int(offset), value))
-    for partition, records in sent.items():
-        assert [o for o, _ in records] == list(range(len(records))), partition
+    for records in sent.values():
+        assert [o for o, _ in records] == list(range(len(records))), records
     assert all(sent.values()), "the keys spread over every partition"
     assert read_all(broker, topic, 3) == sent
 
