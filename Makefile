@@ -8,10 +8,13 @@ STAMP := $(VENV)/.installed
 # network faults of tests/chaos, inside network namespaces of their own; libfuse2: fusepy's
 # library, for the failing disks of tests/faults).
 APT_PACKAGES := kcat libzookeeper-java iptables libfuse2
-# Spark (the data source and pipeline tests) runs on a JVM: installed when no java is on PATH.
-JAVA_PACKAGE := openjdk-17-jre-headless
+# Spark (the data source and pipeline tests) runs on a JVM, and tests/reference compiles a
+# small Java program against Kafka's own client with Maven: a JDK is installed when no javac is
+# on PATH, Maven when no mvn is.
+JDK_PACKAGE := openjdk-17-jdk-headless
+MAVEN_PACKAGE := maven
 
-.PHONY: setup apt run test lint fuzz fuzz-merge demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster bench-security bench-metrics clean import-graph chaos
+.PHONY: setup apt reference run test lint fuzz fuzz-merge demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster bench-security bench-metrics clean import-graph chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +26,8 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	command -v java >/dev/null 2>&1 || missing="$$missing $(JAVA_PACKAGE)"; \
+	command -v javac >/dev/null 2>&1 || missing="$$missing $(JDK_PACKAGE)"; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing $(MAVEN_PACKAGE)"; \
 	if [ -n "$$missing" ]; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
@@ -31,12 +35,26 @@ apt:
 
 setup: $(STAMP) apt
 
+# Kafka's own Java client and command-line tools for tests/reference, the release pinned in its
+# pom.xml: Maven resolves them into its local repository (~/.m2) and compiles the client driver;
+# the classpath file is the stamp (the tests' fixture runs this rule too when it is stale).
+REFERENCE := build/reference
+REFERENCE_SOURCES := tests/reference/pom.xml $(shell find tests/reference/src -name '*.java' 2>/dev/null)
+
+$(REFERENCE)/classpath.txt: $(REFERENCE_SOURCES)
+	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
+		echo "tests/reference needs Maven (mvn) and a JDK 17 or later (javac): 'make apt' installs Debian's $(MAVEN_PACKAGE) and $(JDK_PACKAGE)" >&2; exit 1; }
+	mvn -q -B -f tests/reference/pom.xml package
+	printf '%s:%s\n' "$(CURDIR)/$(REFERENCE)/target/samsa-reference-1.jar" "$$(cat $(REFERENCE)/dependencies.txt)" > $@
+
+reference: apt $(REFERENCE)/classpath.txt
+
 # Two workers, a test module each at a time (module fixtures stay whole): most of the suite's
 # time is spent waiting on brokers, ZooKeeper sessions and Spark, so two halve it. More would
 # crowd the timing of the failure tests on a 2-core machine.
 TEST_WORKERS ?= 2
 
-test: setup
+test: setup reference
 	$(BIN)/ruff check samsa tests bench fuzz
 	$(BIN)/lint-imports
 	$(BIN)/mypy

@@ -1069,7 +1069,11 @@ class LogConfig:
     ) -> LogConfig:
         """Build from topic keys (``{"segment.bytes": "1048576"}``) over broker defaults."""
         props = dict(props or {})
-        _check_known(props, TOPIC_KEYS, "topic")
+        for name in props:
+            if name not in TOPIC_KEYS:
+                # Kafka's LogConfig.validateNames: CreateTopics, AlterConfigs and
+                # IncrementalAlterConfigs answer INVALID_CONFIG with this message
+                raise ConfigError(f"Unknown topic config name: {name}")
         merged = dict(defaults or {})
         merged.update({name: TOPIC_KEYS[name].parse(v) for name, v in props.items()})
         values: dict[str, Any] = {}

@@ -336,6 +336,7 @@ def test_incremental_alter_configs(admin: AdminClient) -> None:
     unknown = incremental("inc", ("no.such.key", "5", AlterConfigOpType.SET))
     outcome = wait(admin.incremental_alter_configs([unknown]))[unknown]
     assert error_code(outcome) == KafkaError.INVALID_CONFIG
+    assert outcome.str() == "Unknown topic config name: no.such.key"  # LogConfig.validateNames
 
     dry = incremental("inc", ("segment.ms", "120000", AlterConfigOpType.SET))
     assert wait(admin.incremental_alter_configs([dry], validate_only=True)) == {dry: None}

@@ -1,0 +1,1 @@
+"""Kafka's own Java client and command-line tools against samsa."""
