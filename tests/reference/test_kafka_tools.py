@@ -400,12 +400,6 @@ def test_kafka_reassign_partitions(kafka: Kafka, broker: Broker, bs: list[str],
         "No partition reassignments found.\n")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kafka-reassign-partitions --verify clears the throttles once nothing moves: an "
-    "IncrementalAlterConfigs (v1) DELETE of leader.replication.throttled.rate, "
-    "follower.replication.throttled.rate and replica.alter.log.dirs.io.max.bytes.per.second "
-    "on the BROKER resource; Kafka answers NONE, samsa INVALID_REQUEST 'dynamic broker "
-    "configs are not supported' (dynamic broker configs are the brokerconfigs branch)"))
 def test_kafka_reassign_partitions_verify_clears_throttles(
         kafka: Kafka, broker: Broker, bs: list[str], tmp_path: Path) -> None:
     topic = unique("verified")
