@@ -426,7 +426,9 @@ MECHANISM_KEYS = frozenset({
     *(k.name for k in SASL_KEYS if k.name.startswith("sasl.oauthbearer.")),
 })
 LISTENER_PREFIX = "listener.name."
-LISTENER_KEYS = frozenset(k.name for k in (*SSL_KEYS, *SASL_KEYS))
+# keys a listener may set for itself (listener.name.<listener>.<key>): its TLS and SASL, and
+# its own connection limit
+LISTENER_KEYS = frozenset(k.name for k in (*SSL_KEYS, *SASL_KEYS)) | {"max.connections"}
 
 
 # --- broker keys ----------------------------------------------------------------------------
@@ -967,10 +969,15 @@ class BrokerConfig:
     def listener_get(self, listener: str, name: str) -> Any:
         """``name`` as listener ``listener`` sees it: its ``listener.name.<listener>.`` override
         (the listener name in lower case, as Kafka's prefix), else the broker's value."""
+        value = self.listener_override(listener, name)
+        return self.get(name) if value is None else value
+
+    def listener_override(self, listener: str, name: str) -> Any:
+        """The ``listener.name.<listener>.<name>`` value, dynamic or static; None if unset."""
         value = self._dynamic[True].get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
         if value is None:
             value = self._listener.get((listener.lower(), "", name))
-        return self.get(name) if value is None else value
+        return value
 
     def mechanism_get(self, listener: str, mechanism: str, name: str) -> Any:
         """``name`` as one SASL mechanism of ``listener`` sees it (Kafka's ConfigurationUtils):

@@ -104,6 +104,20 @@ def test_per_ip_override_and_broker_limit(broker_with: Start) -> None:
         s.close()
 
 
+def test_a_listener_limit_holds_that_listener_only(broker_with: Start) -> None:
+    broker = broker_with(**{
+        "listeners": "PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        "listener.name.external.max.connections": 1})
+    host, port = broker.bootstrap_for("EXTERNAL").rsplit(":", 1)
+    external = [socket.create_connection((host, int(port)), timeout=10) for _ in range(2)]
+    plain = [connect(broker) for _ in range(3)]
+    assert [served(s) for s in external] == [True, False]
+    assert all(served(s) for s in plain)
+    for s in external + plain:
+        s.close()
+
+
 def test_idle_connections_are_closed(broker_with: Start) -> None:
     broker = broker_with(**{"connections.max.idle.ms": 1500})
     idle, busy = connect(broker), connect(broker)
