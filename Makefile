@@ -125,6 +125,7 @@ bench-cluster: setup
 # (request_cost.py, not bound by a client) and every client workload (broker_bench.py).
 bench-metrics: setup
 	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python bench/metrics_cost.py
 	$(BIN)/python bench/request_cost.py --metrics
 	$(BIN)/python bench/broker_bench.py --brokers samsa,samsa-metrics \
 		--workloads paper_batch1,paper_batch50,max_100b,consume,e2e_latency

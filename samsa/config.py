@@ -752,8 +752,8 @@ DYNAMIC_ONLY_KEYS: dict[str, Key] = {
             "follower.replication.throttled.replicas names while it is out of their ISR (only "
             "set dynamically).", at_least(0), dynamic=CLUSTER_WIDE),
         Key("replica.alter.log.dirs.io.max.bytes.per.second", Type.LONG, LONG_MAX,
-            "Kafka's throttle of replica moves between log directories: accepted, no effect "
-            "(samsa moves no replica between log directories).", at_least(0),
+            "Bytes a second a replica moving between this broker's log directories "
+            "(AlterReplicaLogDirs) is copied at, at most.", at_least(0),
             dynamic=CLUSTER_WIDE),
     ]
 }

@@ -12,6 +12,7 @@ Kafka's timers are Yammer histograms (a count, a sum and a sample reservoir givi
 from __future__ import annotations
 
 import threading
+from array import array
 from collections.abc import Iterable
 
 RESERVOIR = 1028  # Yammer's default reservoir size, which Kafka's histograms use
@@ -145,31 +146,44 @@ class BrokerTopicStats:
 class RequestStats:
     """Kafka's RequestMetrics for one request name and version: how many, and the time spent
     in each stage of their lives (``STAGES``), kept as one reservoir of samples over the same
-    requests. Recorded with one call per request."""
+    requests. Recorded with one call per request; the samples are plain doubles in an array
+    (no object per request for the garbage collector to follow)."""
 
     __slots__ = ("count", "sums", "_samples")
 
     def __init__(self) -> None:
         self.count = 0
         self.sums = [0.0] * len(STAGES)
-        self._samples: list[tuple[float, float, float, float, float] | None] = (
-            [None] * RESERVOIR)
+        self._samples = array("d", bytes(8 * len(STAGES) * RESERVOIR))
 
     def record(self, received: float, started: float, handled: float, remote_s: float,
                sent: float) -> None:
         """One request's ``time.monotonic()`` times: it arrived, its handling started, its
         response was ready (``remote_s`` of that spent waiting on others), it was written."""
-        sample = ((sent - received) * 1000.0, (started - received) * 1000.0,
-                  (handled - started - remote_s) * 1000.0, remote_s * 1000.0,
-                  (sent - handled) * 1000.0)
-        self._samples[self.count % RESERVOIR] = sample
+        total = (sent - received) * 1000.0
+        queue = (started - received) * 1000.0
+        remote = remote_s * 1000.0
+        local = (handled - started) * 1000.0 - remote
+        send = (sent - handled) * 1000.0
+        i = (self.count % RESERVOIR) * 5
+        samples = self._samples
+        samples[i] = total
+        samples[i + 1] = queue
+        samples[i + 2] = local
+        samples[i + 3] = remote
+        samples[i + 4] = send
         self.count += 1
         sums = self.sums
-        sums[0] += sample[0]
-        sums[1] += sample[1]
-        sums[2] += sample[2]
-        sums[3] += sample[3]
-        sums[4] += sample[4]
+        sums[0] += total
+        sums[1] += queue
+        sums[2] += local
+        sums[3] += remote
+        sums[4] += send
+
+    def stage_samples(self, index: int) -> list[float]:
+        """The kept samples of one stage (``STAGES[index]``)."""
+        kept = min(self.count, RESERVOIR)
+        return list(self._samples[index : kept * 5 : 5])
 
 
 def stage_histogram(versions: Iterable[RequestStats], index: int) -> Histogram:
@@ -178,7 +192,7 @@ def stage_histogram(versions: Iterable[RequestStats], index: int) -> Histogram:
     for stats in versions:
         histogram.count += stats.count
         histogram.total += stats.sums[index]
-        histogram._samples += [sample[index] for sample in stats._samples if sample is not None]
+        histogram._samples += stats.stage_samples(index)
     return histogram
 
 

@@ -62,6 +62,8 @@ MAX_TURN_BYTES = 8 << 20
 LAST_STEP_BYTES = 2 << 20
 MAX_LAST_STEP_BYTES = 32 << 20
 STALLED_TURNS = 16
+# how long a throttled move waits before it looks at its rate again
+_THROTTLE_WAIT_S = 0.05
 
 
 class _Restart(Exception):
@@ -200,10 +202,18 @@ class LogDirMover:
         source = self._source(tp, partition)
         plan = plan_copy(source)
         stop = threading.Event()
+        quota = self.replicas.quotas.alter_log_dirs
+
+        def pace(nbytes: int) -> None:
+            """replica.alter.log.dirs.io.max.bytes.per.second: the copying thread waits."""
+            quota.record(nbytes)
+            while quota.exceeded() and not stop.wait(_THROTTLE_WAIT_S):
+                pass
+
         try:
             await self._in_thread(stop, lambda: copy_log(
                 plan, future, clock=self.manager.clock, failures=self.manager.failures,
-                stop=stop))
+                stop=stop, pace=pace))
         except CopyStale as exc:
             raise _Restart(str(exc)) from exc
         except CopyReadError as exc:
@@ -241,13 +251,17 @@ class LogDirMover:
                 partition.log = target
                 move.swapped = True
                 return replaced
-            self.copy_batches(source, target, min(max(CHUNK_BYTES, left // 2), MAX_TURN_BYTES))
+            quota = self.replicas.quotas.alter_log_dirs
+            while quota.exceeded():  # replica.alter.log.dirs.io.max.bytes.per.second
+                await asyncio.sleep(_THROTTLE_WAIT_S)
+            quota.record(self.copy_batches(source, target,
+                                           min(max(CHUNK_BYTES, left // 2), MAX_TURN_BYTES)))
             await asyncio.sleep(0)
 
     @staticmethod
-    def copy_batches(source: Log, target: Log, budget: int) -> None:
+    def copy_batches(source: Log, target: Log, budget: int) -> int:
         """Append to ``target`` the batches of ``source`` after its end, about ``budget``
-        bytes of them (whole batches, as a follower appends its leader's)."""
+        bytes of them (whole batches, as a follower appends its leader's); the bytes copied."""
         copied = 0
         while copied < budget and target.log_end_offset < source.log_end_offset:
             chunk = min(budget - copied, target.config.segment_bytes)
@@ -256,6 +270,7 @@ class LogDirMover:
                 raise _Restart(f"nothing to read at offset {target.log_end_offset}")
             target.append(region.read(), assign_offsets=False)
             copied += region.length
+        return copied
 
     def _source(self, tp: TopicPartition, partition: Partition) -> Log:
         """The log being moved, still the partition's (the move is cancelled otherwise)."""

@@ -56,7 +56,7 @@ RATE_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replicatio
 
 class ReplicationQuotas:
     """The broker's throttles: leader, follower, and Kafka's replica moves between log
-    directories (kept for its config; samsa moves no replica between directories)."""
+    directories (``replica.alter.log.dirs.io.max.bytes.per.second``: ``LogDirMover``'s copy)."""
 
     def __init__(self, config: BrokerConfig) -> None:
         samples = config.get("replication.quota.window.num")

@@ -23,6 +23,7 @@ import os
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,18 +143,20 @@ def plan_copy(log: Log) -> CopyPlan:
 
 
 def copy_log(plan: CopyPlan, future: FutureReplica, *, clock: Clock,
-             failures: LogDirFailureChannel | None, stop: threading.Event) -> Log:
+             failures: LogDirFailureChannel | None, stop: threading.Event,
+             pace: Callable[[int], None] | None = None) -> Log:
     """Copy what ``plan`` names into ``future.path`` and open it as ``future.log`` (a worker
     thread). The copy is fsynced. Raises CopyStopped once ``stop`` is set, CopyStale when a
     segment was cut meanwhile, CopyReadError when the current replica's files cannot be read,
     OSError (or KafkaStorageError) when the destination cannot be written. The plan's
-    descriptors are closed in any case."""
+    descriptors are closed in any case. ``pace(n)`` is called after each chunk of segment
+    copied (the log dirs throttle waits there)."""
     try:
         path = future.path
         path.mkdir(parents=True, exist_ok=True)
         for segment in plan.segments:
             name = segment_name(segment.base)
-            _copy_fd(segment.fd, segment.size, path / (name + LOG_SUFFIX), future, stop)
+            _copy_fd(segment.fd, segment.size, path / (name + LOG_SUFFIX), future, stop, pace)
             for source in segment.indexes:
                 _copy_file(source, path / source.name, future, stop)
         for snapshot in plan.snapshots:
@@ -174,7 +177,7 @@ def copy_log(plan: CopyPlan, future: FutureReplica, *, clock: Clock,
 
 
 def _copy_fd(fd: int, size: int, target: Path, future: FutureReplica,
-             stop: threading.Event) -> None:
+             stop: threading.Event, pace: Callable[[int], None] | None) -> None:
     out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         position = 0
@@ -190,6 +193,8 @@ def _copy_fd(fd: int, size: int, target: Path, future: FutureReplica,
             _write_all(out, data)
             position += len(data)
             future.copied += len(data)
+            if pace is not None:
+                pace(len(data))
     finally:
         os.close(out)
 

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -21,7 +22,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from kafka_frames import FrameClient
 from waiting import wait_for
 
@@ -246,6 +254,37 @@ def test_describe_log_dirs_shows_the_copy_while_it_is_made(tmp_path: Path) -> No
             admin.close()
         assert me == broker.server.broker_id
         assert len(consume(broker, "big")) == 20000
+
+
+def test_a_move_is_held_to_the_log_dirs_throttle(tmp_path: Path) -> None:
+    """replica.alter.log.dirs.io.max.bytes.per.second (a dynamic broker config, as
+    kafka-reassign-partitions --replica-alter-log-dirs-throttle sets it): 3 MB moved at
+    300 KB/s takes about 10 s (Kafka's rate over the elapsed time), so well over 5 s."""
+    with two_dirs(tmp_path) as broker:
+        create_topic(broker, "held")
+        values = [b"%d-" % i + b"z" * 1000 for i in range(3000)]
+        produce(broker, "held", values)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        resource = ConfigResource(ResourceType.BROKER, str(broker.server.broker_id),
+                                  incremental_configs=[ConfigEntry(
+                                      "replica.alter.log.dirs.io.max.bytes.per.second",
+                                      "300000",
+                                      incremental_operation=AlterConfigOpType.SET)])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
+        source = where(broker, "held")
+        dest = other(tmp_path, source)
+        kafka_admin = admin_for(broker)
+        try:
+            started = time.monotonic()
+            assert alter(kafka_admin, broker, {("held", 0): str(dest)}) == {("held", 0): 0}
+            wait_for(lambda: located(kafka_admin, broker, "held") == {(str(dest), False)},
+                     timeout=120, what="the throttled move to finish")
+            took = time.monotonic() - started
+        finally:
+            kafka_admin.close()
+        assert took > 5.0, f"3 MB moved in {took:.1f} s despite a 300 KB/s throttle"
+        assert [v for _, v in consume(broker, "held")] == values
 
 
 # --- what cannot be moved ----------------------------------------------------------------------
