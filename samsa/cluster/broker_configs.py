@@ -25,16 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from samsa.cluster.entity_file import EntityConfigFile
 from samsa.config import BrokerConfig, ConfigError, broker_key, check_dynamic
-from samsa.durable import write_atomically
-from samsa.errors import ErrorCode, KafkaError, KafkaStorageError
+from samsa.errors import ErrorCode, KafkaError
 from samsa.storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger(__name__)
@@ -194,33 +193,14 @@ class LocalBrokerConfigStore(BrokerConfigStore):
     """A single node's dynamic configs, in its metadata dir."""
 
     def __init__(self, directory: Path, failures: LogDirFailureChannel | None = None) -> None:
-        self.directory = Path(directory)
-        self.path = self.directory / BROKER_CONFIGS_FILE
-        self._failures = failures
+        self.file = EntityConfigFile(directory, BROKER_CONFIGS_FILE, "brokers", failures)
         self._entities: dict[str, Props] = {}
         self._apply: Callable[[str, Props], Awaitable[None]] | None = None
-
-    def _io_error(self, what: str, exc: OSError) -> KafkaStorageError:
-        if self._failures is not None:
-            self._failures.maybe_add_offline_log_dir(self.directory,
-                                                     f"{what} {BROKER_CONFIGS_FILE}", exc)
-        return KafkaStorageError(f"I/O error {what} {self.path}: {exc}")
 
     async def start(self, broker_id: int,
                     apply: Callable[[str, Props], Awaitable[None]]) -> None:
         self._apply = apply
-        try:
-            data = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise self._io_error("reading", exc) from exc
-        except ValueError as exc:
-            raise KafkaStorageError(f"{self.path} is not valid JSON: {exc}") from exc
-        entities = data.get("brokers", {}) if isinstance(data, dict) else {}
-        for entity, props in entities.items():
-            if isinstance(props, dict):
-                self._entities[str(entity)] = {str(k): str(v) for k, v in props.items()}
+        self._entities = self.file.read()
         for entity in (DEFAULT_ENTITY, str(broker_id)):
             if entity in self._entities:
                 await apply(entity, dict(self._entities[entity]))
@@ -229,17 +209,10 @@ class LocalBrokerConfigStore(BrokerConfigStore):
         pass
 
     async def write(self, entity: str, props: Props) -> None:
-        if self._failures is not None and self._failures.is_offline(self.directory):
-            raise KafkaStorageError(
-                f"the log dir {self.directory} of {BROKER_CONFIGS_FILE} is offline")
         entities = {**self._entities, entity: dict(props)}
         if not props:
             entities.pop(entity)
-        data = {"version": 1, "brokers": entities}
-        try:
-            write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
-        except OSError as exc:
-            raise self._io_error("writing", exc) from exc
+        self.file.write(entities)
         self._entities = entities
         assert self._apply is not None
         await self._apply(entity, dict(props))

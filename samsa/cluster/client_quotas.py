@@ -30,7 +30,6 @@ INVALID_REQUEST.
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import math
 import urllib.parse
@@ -39,9 +38,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from samsa.cluster.entity_file import EntityConfigFile
 from samsa.config import CLIENT_QUOTA_KEYS, LONG_MAX, Type, java_double
-from samsa.durable import write_atomically
-from samsa.errors import ErrorCode, KafkaError, KafkaStorageError
+from samsa.errors import ErrorCode, KafkaError
 from samsa.storage.log_dir_failure import LogDirFailureChannel
 
 log = logging.getLogger(__name__)
@@ -403,35 +402,21 @@ class LocalQuotaStore(ClientQuotaStore):
 
     def __init__(self, directory: Path, failures: LogDirFailureChannel | None = None) -> None:
         super().__init__()
-        self.directory = Path(directory)
-        self.path = self.directory / QUOTAS_FILE
-        self._failures = failures
+        self.file = EntityConfigFile(directory, QUOTAS_FILE, "entities", failures)
         self._configs: dict[str, dict[str, str]] = {}  # "users/alice" -> its quotas, as text
 
-    def _io_error(self, what: str, exc: OSError) -> KafkaStorageError:
-        if self._failures is not None:
-            self._failures.maybe_add_offline_log_dir(self.directory, f"{what} {QUOTAS_FILE}",
-                                                     exc)
-        return KafkaStorageError(f"I/O error {what} {self.path}: {exc}")
-
     async def start(self) -> None:
-        try:
-            data = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise self._io_error("reading", exc) from exc
-        for path, config in data.get("entities", {}).items():
-            entity_type, _, name = str(path).partition("/")
+        for path, config in self.file.read().items():
+            entity_type, _, name = path.partition("/")
             try:
                 entity = QuotaEntity.from_path(entity_type, name)
             except ValueError:
                 entity = None
             if entity is None:
-                log.warning("ignoring %s in %s: not a client quota entity", path, self.path)
+                log.warning("ignoring %s in %s: not a client quota entity", path, self.file.path)
                 continue
-            self._configs[path] = {str(k): str(v) for k, v in config.items()}
-            self._apply(entity, self._configs[path])
+            self._configs[path] = config
+            self._apply(entity, config)
 
     async def stop(self) -> None:
         pass
@@ -441,17 +426,11 @@ class LocalQuotaStore(ClientQuotaStore):
 
     async def write(self, entity: QuotaEntity,
                     change: Callable[[dict[str, str]], dict[str, str]]) -> None:
-        if self._failures is not None and self._failures.is_offline(self.directory):
-            raise KafkaStorageError(f"the log dir {self.directory} of {QUOTAS_FILE} is offline")
         path = "/".join(entity.path)
         new = change(dict(self._configs.get(path, {})))
         configs = {**self._configs, path: new}
         if not new:
             configs.pop(path)
-        data = {"version": 1, "entities": configs}
-        try:
-            write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
-        except OSError as exc:
-            raise self._io_error("writing", exc) from exc
+        self.file.write(configs)
         self._configs = configs
         self._apply(entity, new)

@@ -17,7 +17,6 @@ Each store keeps every credential in memory (``lookup``, read by each SCRAM exch
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from abc import ABC, abstractmethod
@@ -25,8 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from samsa.durable import write_atomically
-from samsa.errors import ErrorCode, KafkaError, KafkaStorageError
+from samsa.cluster.entity_file import EntityConfigFile
+from samsa.errors import ErrorCode, KafkaError
 from samsa.security.sasl.scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
@@ -268,26 +267,14 @@ class LocalScramStore(ScramCredentialStore):
 
     def __init__(self, directory: Path, failures: LogDirFailureChannel | None = None) -> None:
         super().__init__()
-        self.directory = Path(directory)
-        self.path = self.directory / SCRAM_FILE
-        self._failures = failures
+        # salts and keys: readable by the broker alone, against dictionary attacks
+        self.file = EntityConfigFile(directory, SCRAM_FILE, "users", failures, mode=0o600)
         self._configs: dict[str, UserConfig] = {}
 
-    def _io_error(self, what: str, exc: OSError) -> KafkaStorageError:
-        if self._failures is not None:
-            self._failures.maybe_add_offline_log_dir(self.directory, f"{what} {SCRAM_FILE}", exc)
-        return KafkaStorageError(f"I/O error {what} {self.path}: {exc}")
-
     async def start(self) -> None:
-        try:
-            data = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise self._io_error("reading", exc) from exc
-        for user, config in data.get("users", {}).items():
-            self._configs[user] = {str(k): str(v) for k, v in config.items()}
-            self._apply(user, self._configs[user])
+        self._configs = self.file.read()
+        for user, config in self._configs.items():
+            self._apply(user, config)
 
     async def stop(self) -> None:
         pass
@@ -298,16 +285,9 @@ class LocalScramStore(ScramCredentialStore):
         return {u: dict(c) for u, c in wanted.items()}
 
     async def write_config(self, user: str, config: UserConfig) -> None:
-        if self._failures is not None and self._failures.is_offline(self.directory):
-            raise KafkaStorageError(f"the log dir {self.directory} of {SCRAM_FILE} is offline")
         configs = {**self._configs, user: dict(config)}
         if not config:
             configs.pop(user)
-        data = {"version": 1, "users": configs}
-        try:
-            write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode(),
-                             mode=0o600)  # salts and keys: for dictionary attacks
-        except OSError as exc:
-            raise self._io_error("writing", exc) from exc
+        self.file.write(configs)
         self._configs = configs
         self._apply(user, config)
