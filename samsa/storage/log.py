@@ -94,6 +94,8 @@ def _io(what: str) -> Callable[[Callable[Concatenate[Log, P], T]],
             try:
                 return method(self, *args, **kwargs)
             except OSError as exc:
+                if self.deleted:  # deleted or replaced (another thread): nothing is lost
+                    raise KafkaStorageError(f"{self.name} is gone: {exc}") from exc
                 raise self.io_error(what, exc) from exc
 
         return guarded

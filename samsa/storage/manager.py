@@ -470,9 +470,13 @@ class LogManager:
         new.flush_timer = old.flush_timer
         source, dest = old.parent_dir, future.directory
         current, retired = old.dir, source / delete_dir_name(*tp)
+        # from here a flush of the old log on another thread stops quietly (its files move
+        # away under it); the caller deletes it
+        old.deleted = True
         try:
             os.rename(current, retired)
         except OSError as exc:  # nothing changed
+            old.deleted = False
             raise old.io_error("renaming the replaced replica", exc) from exc
         try:
             fsync_dir(source)
@@ -484,7 +488,6 @@ class LogManager:
             new.io_error("renaming the future replica", exc)
             raise old.io_error("moving the replica", exc) from exc
         old.rename_dir(retired)
-        old.deleted = True  # a flush on another thread stops; the caller deletes it
         new.rename_dir(dest / current.name)
         del self.futures[tp]
         self.logs[tp] = new

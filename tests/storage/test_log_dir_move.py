@@ -10,8 +10,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from samsa.cluster.log_dir_mover import LogDirMover
 from samsa.config import BrokerConfig, LogConfig
+from samsa.errors import KafkaStorageError
 from samsa.records.record import RecordInput, encode_batch
 from samsa.storage import Log, LogManager
 from samsa.storage.checkpoint import LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, read_offsets
@@ -127,3 +130,23 @@ def test_truncations_and_cleaner_swaps_make_a_copy_stale(tmp_path: Path) -> None
     assert log.rewrites == counted + 1
     log.truncate_fully_and_start_at(100)
     assert log.rewrites == counted + 2
+
+
+def test_io_on_a_replaced_log_whose_files_moved_away_takes_no_directory_offline(
+        tmp_path: Path) -> None:
+    """The swap marks the replaced log before it renames its directory, so work already under
+    way on another thread (a flush of rolled segments) that then finds its files gone fails
+    quietly instead of taking the log directory offline; a live log's failure still does."""
+    m = manager(tmp_path / "a", tmp_path / "b")
+    replaced, live = m.get_or_create("t", 0), m.get_or_create("t", 1)
+    for log_ in (replaced, live):
+        log_.append(encode_batch(_records(0)))
+    replaced.deleted = True  # as replace_current_with_future marks it
+    replaced.dir.rename(replaced.dir.with_name("t-0.moved-delete"))
+    with pytest.raises(KafkaStorageError):
+        replaced.roll()
+    assert not m.failures.offline_dirs
+    live.dir.rename(live.dir.with_name("t-1.gone"))
+    with pytest.raises(KafkaStorageError):
+        live.roll()
+    assert list(m.failures.offline_dirs) == [live.parent_dir]
