@@ -379,20 +379,21 @@ def test_a_listeners_key_store_changes_for_new_connections(tmp_path: Path) -> No
                 ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
             return wait(admin.incremental_alter_configs([resource]))[resource]
 
-        def served_certificate() -> str:
+        def served_certificate() -> int:
             context = ssl.create_default_context(cafile=str(tls.ca_file))
             host, port = b.bootstrap_servers.rsplit(":", 1)
             with socket.create_connection((host, int(port)), timeout=10) as raw, \
                     context.wrap_socket(raw, server_hostname="localhost") as sock:
                 certificate = sock.getpeercert()
                 assert certificate is not None
-                return str(certificate["serialNumber"])
+                # hex, as OpenSSL prints it (zero-padded to whole bytes): compared as a number
+                return int(str(certificate["serialNumber"]), 16)
 
         before = served_certificate()
         renewed = tls.ca.issue("CN=localhost", hosts=LOCAL_HOSTS)
         path = renewed.write_keystore(tmp_path / "renewed.pem")
         assert alter("listener.name.ssl.ssl.keystore.location", str(path)) is None
-        assert served_certificate() == f"{renewed.certificate.serial_number:X}" != before
+        assert served_certificate() == renewed.certificate.serial_number != before
         entry = described(admin, ResourceType.BROKER, node)[
             "listener.name.ssl.ssl.keystore.location"]
         assert (entry.value, entry.source) == (str(path), ConfigSource.DYNAMIC_BROKER_CONFIG.value)
@@ -427,7 +428,7 @@ def test_a_listeners_key_store_changes_for_new_connections(tmp_path: Path) -> No
                 outcome = alter(key, value)
             assert code(outcome) == error, (key, outcome)
             assert text in outcome.str(), (key, outcome)
-            assert served_certificate() == f"{renewed.certificate.serial_number:X}"
+            assert served_certificate() == renewed.certificate.serial_number
         assert b.server.config.dynamic_props(True) == {
             "listener.name.ssl.ssl.keystore.location": str(path)}
 
