@@ -313,6 +313,7 @@ class ConsumerGroupManager:
         current = reconcile(member.current, target_epoch, target, group.partition_epoch,
                             req.owned)
         reconciled = current != member.current
+        assigned_before = member.current.assigned  # the replay below updates ``member``
         if reconciled:
             records.append(record(CURRENT_MEMBER_ASSIGNMENT, group_id, member.member_id,
                                   current.value()))
@@ -333,7 +334,7 @@ class ConsumerGroupManager:
         }
         full = joining or (req.rebalance_timeout_ms != -1 and req.owned is not None and (
             req.topic_names is not None or req.topic_regex is not None))
-        if full or current.assigned != member.current.assigned:
+        if full or current.assigned != assigned_before:
             response["assignment"] = assignment_field(current.assigned)
         return response, records
 

@@ -220,8 +220,10 @@ class GroupStore:
             tp = (key.topic, key.partition)
             if self._superseded(key.group, tp):
                 return
-            group = self.groups.get(key.group) or self.new_group(key.group)
             committed = decode_offset_value(value)
+            if committed is None and key.group not in self.groups and txn_pid is None:
+                return  # the offset of a group already gone
+            group = self.groups.get(key.group) or self.new_group(key.group)
             if txn_pid is not None:  # waits for its transaction's marker
                 if committed is not None:
                     self.add_pending(group, txn_pid, {tp: (committed, position)})
@@ -271,6 +273,10 @@ class GroupStore:
         group = self.consumer_groups.get(key.group)
         if decoded is None and key.type == GROUP_METADATA:
             self.consumer_groups.pop(key.group, None)
+            holder = self.groups.get(key.group)
+            if holder is not None and not (holder.offsets or holder.pending_txn_offsets
+                                           or holder.members or holder.generation):
+                del self.groups[key.group]  # it held the consumer group's offsets
             return
         if group is None:
             if decoded is None:

@@ -3,6 +3,7 @@ ConsumerGroupDescribe (69). The groups live in samsa/coordinator/ (consumer_hear
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from samsa.coordinator.consumer_heartbeat import HeartbeatRequest, error_response
@@ -47,7 +48,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: ConsumerGroupHe
     def describable(topics: set[str]) -> set[str]:
         return authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
 
-    owned = None
+    owned: dict[uuid.UUID, list[int]] | None = None
     if request.topic_partitions is not None:
         owned = {}
         for tp in request.topic_partitions:
