@@ -27,7 +27,7 @@ from samsa.coordinator.consumer_heartbeat import (
 from samsa.coordinator.group import Group
 from samsa.coordinator.group_membership import GroupMembership
 from samsa.coordinator.group_offsets import OffsetEntry, OffsetStore, TopicPartition
-from samsa.coordinator.group_rebalance import Response
+from samsa.coordinator.group_rebalance import Response, join_error
 from samsa.coordinator.group_store import OFFSETS_TOPIC, GroupStore, now_ms
 from samsa.coordinator.records import OffsetValue
 from samsa.coordinator.writer import PartitionWriter
@@ -179,6 +179,12 @@ class GroupCoordinator:
         protocols: list[tuple[str, bytes]], session_ms: int, rebalance_ms: int, client_id: str,
         client_host: str, version: int,
     ) -> Response:
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and self.coordinates(group_id):
+            if consumer.members:  # classic members in a consumer group: not served yet
+                return join_error(ErrorCode.inconsistent_group_protocol, member_id)
+            # an empty consumer group becomes a classic group (its offsets stay)
+            self.store.write_and_apply(group_id, self.consumer.delete_records(consumer))
         return await self.membership.join(
             group_id=group_id, member_id=member_id, instance_id=instance_id,
             protocol_type=protocol_type, protocols=protocols, session_ms=session_ms,

@@ -61,7 +61,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: ConsumerGroupHe
             member_epoch=request.member_epoch, instance_id=request.instance_id,
             rack_id=request.rack_id, rebalance_timeout_ms=to_ms(request.rebalance_timeout),
             topic_names=tuple(names) if names is not None else None,
-            topic_regex=request.subscribed_topic_regex,
+            topic_regex=getattr(request, "subscribed_topic_regex", None),  # v1+
             server_assignor=request.server_assignor, owned=owned),
         version=ctx.version, client_id=ctx.client_id or "",
         client_host="/" + peer.rsplit(":", 1)[0],
