@@ -48,9 +48,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
 
 def coordinator(cluster: ProcessCluster, group: str) -> int:
     """The group's coordinator: its __consumer_offsets partition's leader, once FindCoordinator
-    names it (it has loaded the partition by then)."""
+    (asked of a running broker) names it (it has loaded the partition by then)."""
     def found() -> int | None:
-        with FrameClient(cluster.bootstrap) as client:
+        live = next(b for b in cluster.brokers.values() if b.running)
+        with FrameClient(live.address) as client:
             response = client.request(FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
         if response.error_code != NONE:
             return None
