@@ -225,6 +225,8 @@ class ConsumerGroupManager:
                 response, records = self._heartbeat(req, client_id, client_host, describable)
         except KafkaError as exc:
             return error_response(exc.code, str(exc) or None)
+        except ValueError as exc:  # an id too long for a record key (an int16 length)
+            return error_response(ErrorCode.invalid_request, str(exc))
         if records:
             failed = await self.store.wait_replicated(req.group_id)
             if failed is not None:
@@ -461,10 +463,12 @@ class ConsumerGroupManager:
                   if m.subscription.topic_regex}
         if not wanted:
             return regexes, bump
+        since = loop_now - group.regex_refreshed_at
+        if not refresh and since < REGEX_BATCH_REFRESH_S:
+            return regexes, bump  # the topics' names are not even looked at
         view = self.topics()
         names = frozenset(view.topics) if view is not None else frozenset()
-        since = loop_now - group.regex_refreshed_at
-        if not refresh and since >= REGEX_BATCH_REFRESH_S:
+        if not refresh:
             refresh = (any(r not in regexes for r in wanted) or names != group.regex_topic_names
                        or since * 1000 >= self.config.regex_refresh_interval_ms)
         if not refresh:

@@ -173,6 +173,13 @@ async def test_malformed_heartbeats_are_invalid_requests(
     assert G not in cluster.gc.consumer_groups
 
 
+async def test_ids_too_long_for_a_record_key_are_refused(cluster: Cluster) -> None:
+    refused = await cluster.hb("m" * 40_000, 0)
+    assert refused["error_code"] == ErrorCode.invalid_request
+    assert G not in cluster.gc.consumer_groups
+    assert cluster.writer.records() == 0
+
+
 async def test_v0_member_ids_come_from_the_coordinator(cluster: Cluster) -> None:
     joined = await cluster.hb("", 0, version=0)
     assert joined["error_code"] == ErrorCode.none
