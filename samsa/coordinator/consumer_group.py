@@ -124,6 +124,9 @@ class ConsumerMember:
     # it applies to (Kafka's session and rebalance timeouts)
     session_deadline: float = 0.0
     revocation_deadline: tuple[float, int] | None = None
+    # a classic member's: by when it must rejoin (told REBALANCE_IN_PROGRESS) and sync
+    join_deadline: float | None = None
+    sync_deadline: float | None = None
 
     @property
     def instance_id(self) -> str | None:
@@ -136,6 +139,11 @@ class ConsumerMember:
     @property
     def uses_classic_protocol(self) -> bool:
         return self.subscription.classic is not None
+
+    def session_timeout_ms(self, consumer_protocol_ms: int) -> int:
+        """A classic member's own session timeout; the group's for the consumer protocol."""
+        classic = self.subscription.classic
+        return classic.session_timeout_ms if classic is not None else consumer_protocol_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +193,18 @@ class ConsumerGroup:
             previous = self.static_members.get(instance_id)
             return self.target.get(previous, {}) if previous is not None else {}
         return self.target.get(member_id, {})
+
+    def waiting_on_unreleased_partition(self, member: ConsumerMember) -> bool:
+        """Whether the member waits for a partition of its target another member still
+        holds (Kafka's waitingOnUnreleasedPartition)."""
+        if member.current.state != MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, partitions in self.target.get(member.member_id, {}).items():
+            have = member.current.assigned.get(topic_id, frozenset())
+            if any(p not in have and self.partition_epoch(topic_id, p) != -1
+                   for p in partitions):
+                return True
+        return False
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         """The epoch of the member holding the partition, -1 when none does."""

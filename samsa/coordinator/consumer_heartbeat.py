@@ -38,11 +38,14 @@ from typing import Any, Protocol
 import re2
 
 from samsa.coordinator import assignors
+from samsa.coordinator.consumer_classic import ClassicMembers
+from samsa.coordinator.consumer_conversion import GroupConversion
 from samsa.coordinator.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
     ConsumerMember,
+    CurrentAssignment,
     MemberState,
     ResolvedRegex,
     Subscription,
@@ -66,6 +69,7 @@ from samsa.coordinator.consumer_records import (
     encode_consumer_key,
     encode_consumer_value,
 )
+from samsa.coordinator.group import Group
 from samsa.coordinator.group_store import GroupStore, now_ms
 from samsa.coordinator.records import GroupKey, encode_group_key
 from samsa.errors import ErrorCode, KafkaError, error
@@ -102,6 +106,8 @@ class ConsumerGroupConfig:
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = (assignors.UNIFORM, assignors.RANGE)
     regex_refresh_interval_ms: int = 600_000
+    migration_policy: str = "bidirectional"
+    classic_max_size: int = 2**31 - 1  # group.max.size: a downgraded group must fit
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,11 @@ class ConsumerGroupManager:
         self.store = store
         self.config = config
         self.topics = topics
+        self.conversion = GroupConversion(self)
+        self.classic = ClassicMembers(self)
+
+    def can_upgrade(self, classic: Group) -> bool:
+        return self.conversion.can_upgrade(classic)
 
     @property
     def default_assignor(self) -> str:
@@ -243,17 +254,23 @@ class ConsumerGroupManager:
         records: list[RecordInput] = []
         joining = req.member_epoch == 0
         group = self.store.consumer_groups.get(group_id)
+        register: ConsumerGroup | None = None
+        upgraded: Group | None = None
         if group is None:
             if not joining:
                 raise error(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
             classic = self.store.groups.get(group_id)
-            if classic is not None:
-                if classic.members:
+            if classic is not None and classic.members:
+                if not self.can_upgrade(classic):
                     raise error(ErrorCode.group_id_not_found,
                                 f"Group {group_id} is not a consumer group.")
-                # an empty classic group becomes a consumer group (its offsets stay)
-                records.append(RecordInput(None, encode_group_key(GroupKey(group_id))))
-            group = ConsumerGroup(group_id)
+                group = self.conversion.upgrade(classic, records)
+                upgraded = classic
+            else:
+                if classic is not None:
+                    # an empty classic group becomes a consumer group (its offsets stay)
+                    records.append(RecordInput(None, encode_group_key(GroupKey(group_id))))
+                group = register = ConsumerGroup(group_id)
         if len(group.members) >= self.config.max_size and (
                 not req.member_id or req.member_id not in group.members):
             raise error(ErrorCode.group_max_size_reached,
@@ -277,6 +294,35 @@ class ConsumerGroupManager:
             server_assignor=(req.server_assignor if req.server_assignor is not None
                              else old.server_assignor),
             classic=None)
+        current, assigned_before = self.advance(group, member, new, req.owned, records,
+                                                describable, loop_now, register)
+        live = self.store.consumer_groups[group_id]
+        live.members[member.member_id].session_deadline = loop_now + self._session_s()
+        if upgraded is not None:
+            self.conversion.upgraded(upgraded, live, loop_now)
+        response: Response = {
+            "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+            "member_id": member.member_id, "member_epoch": current.member_epoch,
+            "heartbeat_interval": self.config.heartbeat_interval_ms, "assignment": None,
+        }
+        full = joining or (req.rebalance_timeout_ms != -1 and req.owned is not None and (
+            req.topic_names is not None or req.topic_regex is not None))
+        if full or current.assigned != assigned_before:
+            response["assignment"] = assignment_field(current.assigned)
+        return response, records
+
+    def advance(self, group: ConsumerGroup, member: ConsumerMember, new: Subscription,
+                owned: Owned, records: list[RecordInput],
+                describable: Callable[[set[str]], set[str]] | None, loop_now: float,
+                register: ConsumerGroup | None = None
+                ) -> tuple[CurrentAssignment, TopicPartitions]:
+        """The three steps of a heartbeat (or of a classic member's JoinGroup) once the member
+        is known, with its new subscription: the group epoch, the target assignment, the
+        member's reconciliation; the records written and replayed (``register``: the new
+        group they create). The member's new current assignment and its assigned partitions
+        before."""
+        group_id = group.group_id
+        old = member.subscription
         bump = group.group_epoch == 0
         if new != old:
             records.append(record(MEMBER_METADATA, group_id, member.member_id, new.value()))
@@ -284,7 +330,7 @@ class ConsumerGroupManager:
         updated = ConsumerMember(member.member_id, new, member.current)
         # the members as they will be: this one updated, a static member it replaces gone
         members = dict(group.members)
-        replaced = group.static_members.get(req.instance_id) if req.instance_id else None
+        replaced = group.static_members.get(new.instance_id) if new.instance_id else None
         if replaced is not None and replaced != member.member_id:
             members.pop(replaced, None)
         members[member.member_id] = updated
@@ -312,33 +358,21 @@ class ConsumerGroupManager:
             target_epoch = group.assignment_epoch
             target = group.target_of(member.member_id, new.instance_id)
         # the member's way towards it
-        current = reconcile(member.current, target_epoch, target, group.partition_epoch,
-                            req.owned)
+        current = reconcile(member.current, target_epoch, target, group.partition_epoch, owned)
         reconciled = current != member.current
         assigned_before = member.current.assigned  # the replay below updates ``member``
         if reconciled:
             records.append(record(CURRENT_MEMBER_ASSIGNMENT, group_id, member.member_id,
                                   current.value()))
-        self.store.write_and_apply(group_id, records, group)
-        live = self.store.consumer_groups[group_id]
-        live_member = live.members[member.member_id]
-        live_member.session_deadline = loop_now + self._session_s()
-        if reconciled:
+        self.store.write_and_apply(group_id, records, register)
+        live_member = self.store.consumer_groups[group_id].members[member.member_id]
+        if reconciled and not new.classic:  # classic members revoke by rejoining
             if current.state == MemberState.UNREVOKED_PARTITIONS:
                 live_member.revocation_deadline = (
                     loop_now + max(new.rebalance_timeout_ms, 0) / 1000, current.member_epoch)
             else:
                 live_member.revocation_deadline = None
-        response: Response = {
-            "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
-            "member_id": member.member_id, "member_epoch": current.member_epoch,
-            "heartbeat_interval": self.config.heartbeat_interval_ms, "assignment": None,
-        }
-        full = joining or (req.rebalance_timeout_ms != -1 and req.owned is not None and (
-            req.topic_names is not None or req.topic_regex is not None))
-        if full or current.assigned != assigned_before:
-            response["assignment"] = assignment_field(current.assigned)
-        return response, records
+        return current, assigned_before
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str,
                         req: HeartbeatRequest) -> ConsumerMember:
@@ -369,7 +403,7 @@ class ConsumerGroupManager:
             new = ConsumerMember(member_id, existing.subscription, replace(
                 existing.current, member_epoch=0, previous_member_epoch=0))
             gid = group.group_id
-            records += self._member_tombstones(gid, existing.member_id)
+            records += self.member_tombstones(gid, existing.member_id)
             records.append(record(MEMBER_METADATA, gid, member_id, new.subscription.value()))
             records.append(record(TARGET_ASSIGNMENT_MEMBER, gid, member_id,
                                   TargetAssignmentMemberValue(
@@ -532,16 +566,29 @@ class ConsumerGroupManager:
         return response, self.fence(group, member)
 
     def fence(self, group: ConsumerGroup, member: ConsumerMember) -> list[RecordInput]:
-        """Remove the member and bump the group epoch (Kafka's consumerGroupFenceMember); the
-        records written."""
+        """Remove the member and bump the group epoch (Kafka's consumerGroupFenceMember), or
+        turn the group into a classic group when only classic members stay and the migration
+        policy allows it; the records written."""
+        if self.conversion.can_downgrade(group, {member.member_id}):
+            return self.conversion.downgrade(group, {member.member_id})
+        return self.remove_members(group, [member])
+
+    def remove_members(self, group: ConsumerGroup, leaving: list[ConsumerMember]
+                       ) -> list[RecordInput]:
+        """The members' records deleted, the group epoch bumped; the records written."""
         gid = group.group_id
-        records = self._member_tombstones(gid, member.member_id)
-        remaining = [m for m in group.members.values() if m.member_id != member.member_id]
-        regex = member.subscription.topic_regex
+        gone = {m.member_id for m in leaving}
+        records = [r for m in leaving for r in self.member_tombstones(gid, m.member_id)]
+        remaining = [m for m in group.members.values() if m.member_id not in gone]
         regexes = dict(group.regexes)
-        if regex and group.regex_subscribers().get(regex, 0) == 1:
-            records.append(record(REGULAR_EXPRESSION, gid, regex))
-            regexes.pop(regex, None)
+        counts = group.regex_subscribers()
+        for m in leaving:
+            regex = m.subscription.topic_regex
+            if regex and regex in counts:
+                counts[regex] -= 1
+                if counts[regex] == 0:
+                    records.append(record(REGULAR_EXPRESSION, gid, regex))
+                    regexes.pop(regex, None)
         names = group.subscribed_topic_names(regexes, remaining)
         topics = self._existing(self.topics(), names)
         new_hash = metadata_hash((t.name, t.topic_id, t.partitions) for t in topics.values())
@@ -551,7 +598,7 @@ class ConsumerGroupManager:
         return records
 
     @staticmethod
-    def _member_tombstones(group_id: str, member_id: str) -> list[RecordInput]:
+    def member_tombstones(group_id: str, member_id: str) -> list[RecordInput]:
         """A member's records deleted, in Kafka's order."""
         return [record(CURRENT_MEMBER_ASSIGNMENT, group_id, member_id),
                 record(TARGET_ASSIGNMENT_MEMBER, group_id, member_id),
@@ -580,8 +627,10 @@ class ConsumerGroupManager:
         now = asyncio.get_running_loop().time()
         for group in groups:
             for m in group.members.values():
-                m.session_deadline = now + self._session_s()
-                if m.current.state == MemberState.UNREVOKED_PARTITIONS:
+                m.session_deadline = now + m.session_timeout_ms(
+                    self.config.session_timeout_ms) / 1000
+                if m.current.state == MemberState.UNREVOKED_PARTITIONS \
+                        and not m.uses_classic_protocol:
                     m.revocation_deadline = (
                         now + max(m.subscription.rebalance_timeout_ms, 0) / 1000,
                         m.member_epoch)
@@ -596,6 +645,10 @@ class ConsumerGroupManager:
                 reason = None
                 if now >= member.session_deadline:
                     reason = "the member session expired"
+                elif member.join_deadline is not None and now >= member.join_deadline:
+                    reason = "it did not rejoin within its rebalance timeout"
+                elif member.sync_deadline is not None and now >= member.sync_deadline:
+                    reason = "it did not sync within its rebalance timeout"
                 elif (member.revocation_deadline is not None
                       and now >= member.revocation_deadline[0]):
                     if member.revocation_deadline[1] == member.member_epoch:
@@ -614,7 +667,10 @@ class ConsumerGroupManager:
                     log.info("[GroupId %s] could not fence %s: %s", group.group_id,
                              member.member_id, exc)
                     return
-                group = self.store.consumer_groups.get(group.group_id) or group
+                still = self.store.consumer_groups.get(group.group_id)
+                if still is None:
+                    break  # it became a classic group
+                group = still
 
     # --- offsets of consumer groups -------------------------------------------------------------
 

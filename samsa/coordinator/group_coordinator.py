@@ -58,6 +58,7 @@ class GroupCoordinator:
             max_size=c.get("group.max.size"),
         )
         self.consumer = ConsumerGroupManager(self.store, consumer_group_config(c), topics)
+        self.consumer.conversion.on_downgrade = self._downgraded
         self.offsets = OffsetStore(
             self.store, partition_exists, consumer=self.consumer,
             metadata_max_bytes=c.get("offset.metadata.max.bytes"),
@@ -172,6 +173,12 @@ class GroupCoordinator:
         are dropped."""
         self.store.complete_txn_offsets(index, producer_id, commit)
 
+    def _downgraded(self, group: Group) -> None:
+        """A consumer group became this classic group: its members' sessions start and a
+        classic rebalance begins (Kafka's convertToClassicGroup)."""
+        self.membership.start_sessions([group])
+        self.membership.rebalance.prepare(group)
+
     # --- members -------------------------------------------------------------------------------
 
     async def join(
@@ -181,8 +188,14 @@ class GroupCoordinator:
     ) -> Response:
         consumer = self.consumer_groups.get(group_id)
         if consumer is not None and self.coordinates(group_id):
-            if consumer.members:  # classic members in a consumer group: not served yet
-                return join_error(ErrorCode.inconsistent_group_protocol, member_id)
+            if consumer.members:  # a classic member of a consumer group
+                if not self.min_session_ms <= session_ms <= self.membership.max_session_ms:
+                    return join_error(ErrorCode.invalid_session_timeout, member_id)
+                return await self.consumer.classic.join(
+                    consumer, member_id=member_id, instance_id=instance_id,
+                    protocol_type=protocol_type, protocols=protocols, session_ms=session_ms,
+                    rebalance_ms=rebalance_ms, client_id=client_id, client_host=client_host,
+                    version=version)
             # an empty consumer group becomes a classic group (its offsets stay)
             self.store.write_and_apply(group_id, self.consumer.delete_records(consumer))
         return await self.membership.join(
@@ -196,6 +209,11 @@ class GroupCoordinator:
         protocol_type: str | None, protocol_name: str | None,
         assignments: Iterable[tuple[str, bytes]],
     ) -> Response:
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and self.coordinates(group_id):
+            return self.consumer.classic.sync(
+                consumer, generation=generation, member_id=member_id, instance_id=instance_id,
+                protocol_type=protocol_type, protocol_name=protocol_name)
         return await self.membership.sync(
             group_id=group_id, generation=generation, member_id=member_id,
             instance_id=instance_id, protocol_type=protocol_type, protocol_name=protocol_name,
@@ -204,11 +222,18 @@ class GroupCoordinator:
     def heartbeat(
         self, *, group_id: str, generation: int, member_id: str, instance_id: str | None
     ) -> ErrorCode:
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and self.coordinates(group_id):
+            return self.consumer.classic.heartbeat(consumer, generation=generation,
+                                                   member_id=member_id, instance_id=instance_id)
         return self.membership.heartbeat(group_id=group_id, generation=generation,
                                          member_id=member_id, instance_id=instance_id)
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
         """Remove each (member id, instance id); one error code per member."""
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and self.coordinates(group_id):
+            return self.consumer.classic.leave(consumer, members)
         return self.membership.leave(group_id, members)
 
     # --- consumer groups (KIP-848) ---------------------------------------------------------------
@@ -306,4 +331,6 @@ def consumer_group_config(c: BrokerConfig) -> ConsumerGroupConfig:
         max_size=c.get("group.consumer.max.size"),
         assignors=tuple(CONSUMER_GROUP_ASSIGNORS[a] for a in c.get("group.consumer.assignors")),
         regex_refresh_interval_ms=c.get("group.consumer.regex.refresh.interval.ms"),
+        migration_policy=c.get("group.consumer.migration.policy").lower(),
+        classic_max_size=c.get("group.max.size"),
     )

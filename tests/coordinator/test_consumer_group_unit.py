@@ -7,6 +7,7 @@ offsets with member epochs, and a coordinator loading what another one wrote."""
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from samsa.cluster.topics import TopicStore
 from samsa.config import BrokerConfig, ConfigError
 from samsa.coordinator.consumer_group import ConsumerGroupState, MemberState
 from samsa.coordinator.consumer_heartbeat import HeartbeatRequest
+from samsa.coordinator.consumer_protocol import parse_assignment
 from samsa.coordinator.group_coordinator import GroupCoordinator
 from samsa.errors import ErrorCode
 
@@ -410,3 +412,166 @@ def test_the_heartbeat_interval_must_be_below_the_session_timeout(tmp_path: Path
                              "group.consumer.max.heartbeat.interval.ms": 60000,
                              "group.consumer.session.timeout.ms": 15000,
                              "group.consumer.min.session.timeout.ms": 15000})
+
+
+# --- classic members of consumer groups, and conversions (KIP-848's migration) --------------
+
+
+def classic_subscription(owned: dict[str, list[int]] | None = None) -> bytes:
+    """ConsumerProtocolSubscription v1 of topic t."""
+    out = struct.pack(">hi", 1, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", -1)
+    owned = owned or {}
+    out += struct.pack(">i", len(owned))
+    for topic, ps in owned.items():
+        out += struct.pack(">h", len(topic)) + topic.encode() + struct.pack(">i", len(ps))
+        out += b"".join(struct.pack(">i", p) for p in ps)
+    return out
+
+
+async def classic_join(gc: GroupCoordinator, member_id: str = "", *, session_ms: int = 10_000,
+                       rebalance_ms: int = 10_000, owned: dict[str, list[int]] | None = None,
+                       protocols: list[tuple[str, bytes]] | None = None) -> dict[str, Any]:
+    return await gc.join(group_id=G, member_id=member_id, instance_id=None,
+                         protocol_type="consumer",
+                         protocols=protocols or [("range", classic_subscription(owned))],
+                         session_ms=session_ms, rebalance_ms=rebalance_ms, client_id="old",
+                         client_host="/127.0.0.1", version=9)
+
+
+def assigned(data: bytes) -> list[int]:
+    parts = parse_assignment(data)
+    return sorted(parts.get("t", []))
+
+
+async def test_a_classic_member_joins_a_consumer_group(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, **{"group.min.session.timeout.ms": 100})
+    c.topics.create("t", 4)
+    c.gc.start()
+    try:
+        await c.hb("m1", 0)
+        first = await classic_join(c.gc)
+        assert first["error_code"] == ErrorCode.member_id_required
+        joined = await classic_join(c.gc, first["member_id"])
+        assert joined["error_code"] == ErrorCode.none
+        old = joined["member_id"]
+        assert (joined["generation_id"], joined["protocol_name"]) == (2, "range")
+        group = c.gc.consumer_groups[G]
+        assert group.members[old].uses_classic_protocol
+        synced = await c.gc.sync(group_id=G, generation=2, member_id=old, instance_id=None,
+                                 protocol_type="consumer", protocol_name="range",
+                                 assignments=[])
+        assert synced["error_code"] == ErrorCode.none
+        assert assigned(synced["assignment"]) == []  # m1 still holds its partitions
+        # m1 gives up half; the classic member is told to rejoin for them
+        await c.hb("m1", 1, owned={"t": [0, 1, 2, 3]})
+        kept = sorted(group.members["m1"].current.assigned[c.topic_id("t")])
+        await c.hb("m1", 1, owned={"t": kept})
+        beat = c.gc.heartbeat(group_id=G, generation=2, member_id=old, instance_id=None)
+        assert beat == ErrorCode.rebalance_in_progress
+        again = await classic_join(c.gc, old)
+        synced = await c.gc.sync(group_id=G, generation=again["generation_id"], member_id=old,
+                                 instance_id=None, protocol_type="consumer",
+                                 protocol_name="range", assignments=[])
+        assert assigned(synced["assignment"]) == sorted({0, 1, 2, 3} - set(kept))
+        assert c.gc.heartbeat(group_id=G, generation=again["generation_id"], member_id=old,
+                              instance_id=None) == ErrorCode.none
+        # the classic protocol's errors
+        assert c.gc.heartbeat(group_id=G, generation=1, member_id=old, instance_id=None) == \
+            ErrorCode.illegal_generation
+        assert c.gc.heartbeat(group_id=G, generation=2, member_id="m1", instance_id=None) == \
+            ErrorCode.unknown_member_id
+        other = await classic_join(c.gc, "x", protocols=[("roundrobin", classic_subscription())])
+        assert other["error_code"] == ErrorCode.inconsistent_group_protocol
+        wrong = await c.gc.sync(group_id=G, generation=again["generation_id"], member_id=old,
+                                instance_id=None, protocol_type="consumer",
+                                protocol_name="roundrobin", assignments=[])
+        assert wrong["error_code"] == ErrorCode.inconsistent_group_protocol
+        # a classic member's commits carry its generation, at any OffsetCommit version
+        codes = c.gc.commit(group_id=G, generation=again["generation_id"], member_id=old,
+                            instance_id=None, offsets=[("t", 0, 1, -1, None)], version=2)
+        assert codes == {("t", 0): ErrorCode.none}
+        # it leaves: the group epoch moves on
+        epoch = group.group_epoch
+        assert c.gc.leave(G, [(old, None)]) == [ErrorCode.none]
+        assert old not in group.members and group.group_epoch == epoch + 1
+    finally:
+        await c.gc.stop()
+
+
+async def test_classic_members_must_sync_and_rejoin_in_time(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, **{"group.min.session.timeout.ms": 100})
+    c.topics.create("t", 2)
+    c.gc.start()
+    try:
+        await c.hb("m1", 0)
+        joined = await classic_join(c.gc, "late", rebalance_ms=100)
+        assert joined["error_code"] == ErrorCode.none
+        group = c.gc.consumer_groups[G]
+        member = group.members["late"]
+        assert member.sync_deadline is not None
+        c.gc.consumer.expire(member.sync_deadline)  # it never synced
+        assert "late" not in group.members
+        # its own session timeout, not the consumer protocol's
+        joined = await classic_join(c.gc, "slow", session_ms=200)
+        await c.gc.sync(group_id=G, generation=joined["generation_id"], member_id="slow",
+                        instance_id=None, protocol_type="consumer", protocol_name="range",
+                        assignments=[])
+        slow = group.members["slow"]
+        loop = asyncio.get_running_loop()
+        assert slow.session_deadline <= loop.time() + 0.3
+        c.gc.consumer.expire(slow.session_deadline)
+        assert "slow" not in group.members
+    finally:
+        await c.gc.stop()
+
+
+async def test_a_classic_group_upgrades_and_a_new_coordinator_loads_it(
+        tmp_path: Path) -> None:
+    c = Cluster(tmp_path, **{"group.min.session.timeout.ms": 100,
+                             "group.initial.rebalance.delay.ms": 0})
+    c.topics.create("t", 2)
+    c.gc.start()
+    try:
+        first = await classic_join(c.gc)
+        joined = await classic_join(c.gc, first["member_id"])
+        old = joined["member_id"]
+        leader_assignment = struct.pack(">hi", 0, 1) + struct.pack(">h", 1) + b"t" + \
+            struct.pack(">iii", 2, 0, 1) + struct.pack(">i", -1)
+        synced = await c.gc.sync(group_id=G, generation=joined["generation_id"], member_id=old,
+                                 instance_id=None, protocol_type="consumer",
+                                 protocol_name="range", assignments=[(old, leader_assignment)])
+        assert synced["error_code"] == ErrorCode.none
+        generation = joined["generation_id"]
+        up = await c.hb("new", 0)
+        assert up["error_code"] == ErrorCode.none
+        group = c.gc.consumer_groups[G]
+        assert set(group.members) == {old, "new"}
+        assert group.members[old].member_epoch == generation
+        assert group.members[old].current.assigned == {c.topic_id("t"): frozenset({0, 1})}
+        assert not c.gc.groups[G].members if G in c.gc.groups else True
+        other = c.coordinator()
+        other.start()
+        try:
+            loaded = other.consumer_groups[G]
+            assert set(loaded.members) == {old, "new"}
+            assert loaded.members[old].subscription == group.members[old].subscription
+            assert loaded.members[old].current == group.members[old].current
+            assert G not in other.groups or not other.groups[G].members
+        finally:
+            await other.stop()
+        # the consumer protocol's member leaves: back to a classic group, rebalancing
+        await c.hb("new", -1)
+        assert G not in c.gc.consumer_groups
+        classic = c.gc.groups[G]
+        assert set(classic.members) == {old}
+        assert classic.state.value == "PreparingRebalance"
+        assert assigned(classic.members[old].assignment) == [0]  # its target assignment
+        again = c.coordinator()
+        again.start()
+        try:
+            assert G not in again.consumer_groups
+            assert set(again.groups[G].members) == {old}
+        finally:
+            await again.stop()
+    finally:
+        await c.gc.stop()

@@ -110,14 +110,22 @@ def test_epochs_instances_and_the_group_kind_are_checked(c: Client, connect: Con
     taken = heartbeat(c, "g", "s2", 0, instance="A")
     assert taken.error_code == E.unreleased_instance_id
     assert heartbeat(c, "g", "s2", 2, instance="A").error_code == E.fenced_instance_id
-    # a classic group with members is not a consumer group
+    # a classic group whose members' assignments are not the consumer protocol's cannot
+    # become a consumer group
     form_group([connect("classic")], "classic")
-    assert heartbeat(c, "classic", "m1", 0).error_code == E.group_id_not_found
+    refused = heartbeat(c, "classic", "m1", 0)
+    assert refused.error_code == E.group_id_not_found
+    assert refused.error_message == ("Cannot upgrade the classic group classic to consumer group"
+                                     " because the embedded consumer protocol is malformed.")
 
 
-def test_a_group_changes_kind_only_while_empty(c: Client, connect: Connect) -> None:
+def test_without_migration_groups_change_kind_only_while_empty(
+        connect: Connect, broker_factory: Callable[..., Any]) -> None:
+    broker = broker_factory(group_consumer_migration_policy="disabled")
+    c = connect("admin", to=broker)
+    c.create_topic("t", 4)
     heartbeat(c, "g", "m1", 0)
-    classic = connect("classic")
+    classic = connect("classic", to=broker)
     refused = classic.join_new("g")
     assert refused.error_code == E.inconsistent_group_protocol
     c.commit("g", {("t", 0): 5}, generation=1, member_id="m1")
@@ -125,7 +133,9 @@ def test_a_group_changes_kind_only_while_empty(c: Client, connect: Connect) -> N
     (member,) = form_group([classic], "g")  # the empty consumer group becomes a classic one
     assert {g.group_id: g.group_type for g in c.list_groups()} == {"g": "classic"}
     assert c.committed("g", "t", 0) == 5
-    assert heartbeat(c, "g", "m2", 0).error_code == E.group_id_not_found
+    not_consumer = heartbeat(c, "g", "m2", 0)
+    assert (not_consumer.error_code, not_consumer.error_message) == (
+        E.group_id_not_found, "Group g is not a consumer group.")
     member.client.leave("g", member.member_id)
     assert heartbeat(c, "g", "m2", 0).error_code == E.none
     assert {g.group_id: g.group_type for g in c.list_groups()} == {"g": "consumer"}
