@@ -2,8 +2,8 @@
 (``group.protocol=consumer``): the broker assigns (``uniform``, ``range``), members join and
 leave under load with every message processed once, a crashed member's partitions move once
 its session ends, a static member that restarts gets its partitions back without a rebalance,
-a regex subscription picks up a topic created later, and the admin client lists and describes
-the group."""
+a regex subscription picks up a topic created later, the admin client lists and describes
+the group, and rolling upgrades from (and downgrades to) the classic protocol under load."""
 
 from __future__ import annotations
 
@@ -180,3 +180,71 @@ def test_the_admin_client_lists_and_describes_the_group(broker: samsa.Broker) ->
             range(PARTITIONS))
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_a_rolling_upgrade_from_the_classic_protocol(broker: samsa.Broker, members: Callable,
+                                                     assignor: str) -> None:
+    """KIP-848's online upgrade: a classic group (librdkafka members, eager or cooperative)
+    gets members of the consumer protocol one at a time while the classic ones leave; the
+    group becomes a consumer group at the first, keeps working with both kinds in it, and
+    every message is processed once by a single owner at a time."""
+    bootstrap = broker.bootstrap_servers
+    topic, group = unique("orders"), unique("rolling")
+    create_topic(bootstrap, topic)
+    old = [members(CLIENT, bootstrap, group, topic, assignor) for _ in range(2)]
+    everyone = list(old)
+    wait_settled(old, everyone)
+    producer = PacedProducer(bootstrap, topic, 3000, 8.0)
+    producer.start()
+    coordinator = broker.server.group_coordinator
+    assert coordinator is not None
+    new = []
+    for i, leaving in enumerate(old):
+        member = members(CLIENT, bootstrap, group, topic, "uniform", group_protocol="consumer")
+        new.append(member)
+        everyone.append(member)
+        wait_settled([*old[i:], *new], everyone)
+        assert group in coordinator.consumer_groups, describe(everyone)
+        leaving.terminate()
+        wait_settled([*old[i + 1:], *new], everyone)
+    produced = producer.finish()
+    wait_drained(everyone, produced)
+    for member in new:
+        member.terminate()
+    check_exactly_once(everyone, produced)
+    check_no_overlap(everyone)
+
+
+def test_a_rolling_downgrade_to_the_classic_protocol(broker: samsa.Broker,
+                                                     members: Callable) -> None:
+    """The way back: classic members join a consumer group (as classic members of it) while
+    the consumer protocol's leave; when the last of those leaves, the group is a classic group
+    again, and nothing was processed twice or by two owners at once."""
+    bootstrap = broker.bootstrap_servers
+    topic, group = unique("orders"), unique("downgrade")
+    create_topic(bootstrap, topic)
+    new = [members(CLIENT, bootstrap, group, topic, "uniform", group_protocol="consumer")
+           for _ in range(2)]
+    everyone = list(new)
+    wait_settled(new, everyone)
+    producer = PacedProducer(bootstrap, topic, 3000, 8.0)
+    producer.start()
+    coordinator = broker.server.group_coordinator
+    assert coordinator is not None
+    old = []
+    for i, leaving in enumerate(new):
+        member = members(CLIENT, bootstrap, group, topic, "cooperative-sticky")
+        old.append(member)
+        everyone.append(member)
+        wait_settled([*new[i:], *old], everyone)
+        leaving.terminate()
+        wait_settled([*new[i + 1:], *old], everyone)
+    assert group not in coordinator.consumer_groups, describe(everyone)
+    assert len(coordinator.groups[group].members) == len(old)
+    produced = producer.finish()
+    wait_drained(everyone, produced)
+    for member in old:
+        member.terminate()
+    check_exactly_once(everyone, produced)
+    check_no_overlap(everyone)
