@@ -658,8 +658,9 @@ BROKER_KEYS: dict[str, Key] = {
             "Kafka's class name; the first is the default when no member names one.",
             _consumer_assignors),
         Key("group.consumer.migration.policy", Type.STRING, "bidirectional",
-            "Which conversions between classic and consumer groups are allowed: disabled, "
-            "upgrade, downgrade or bidirectional (samsa converts only empty groups so far).",
+            "Which online conversions between classic and consumer groups are allowed: "
+            "disabled (also no classic members in consumer groups), upgrade, downgrade or "
+            "bidirectional.",
             _migration_policy),
         Key("group.consumer.regex.refresh.interval.ms", Type.INT, 600000,
             "How often the topics that consumer groups' subscribed regexes match are resolved "
