@@ -121,6 +121,38 @@ def _principals(name: str, value: Any) -> None:
                 f"principalType:principalName but got {item}")
 
 
+CONSUMER_GROUP_ASSIGNORS = {
+    "uniform": "uniform", "range": "range",
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+"""What ``group.consumer.assignors`` may name: Kafka's built-in assignors, by name or class."""
+
+
+def _consumer_assignors(name: str, value: Any) -> None:
+    if not value:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: at least one "
+                          "assignor is required")
+    seen: set[str] = set()
+    for item in value:
+        resolved = CONSUMER_GROUP_ASSIGNORS.get(item)
+        if resolved is None:
+            raise ConfigError(f"Invalid value {item} for configuration {name}: Class cannot "
+                              "be found (samsa has the built-in assignors uniform and range)")
+        if resolved in seen:
+            raise ConfigError(f"Invalid value {item} for configuration {name}: Assignor name "
+                              f"'{resolved}' is already registered by another configured "
+                              "assignor.")
+        seen.add(resolved)
+
+
+def _migration_policy(name: str, value: Any) -> None:
+    if value.lower() not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+        raise ConfigError(f"Invalid value {value} for configuration {name}: String must be "
+                          "one of (case insensitive): DISABLED, DOWNGRADE, UPGRADE, "
+                          "BIDIRECTIONAL")
+
+
 # Kafka's update modes of a dynamic broker key (DynamicBrokerConfig.dynamicConfigUpdateModes)
 PER_BROKER = "per-broker"
 CLUSTER_WIDE = "cluster-wide"
@@ -603,6 +635,36 @@ BROKER_KEYS: dict[str, Key] = {
             "Largest session.timeout.ms a group member may ask for."),
         Key("group.max.size", Type.INT, 2**31 - 1, "Most members a group may have.",
             at_least(1)),
+        # the consumer group protocol (KIP-848), Kafka's GroupCoordinatorConfig
+        Key("group.consumer.session.timeout.ms", Type.INT, 45000,
+            "How long a member of a consumer group (group.protocol=consumer) may go without a "
+            "heartbeat before it is fenced from the group.", at_least(1)),
+        Key("group.consumer.min.session.timeout.ms", Type.INT, 45000,
+            "Lower bound of group.consumer.session.timeout.ms.", at_least(1)),
+        Key("group.consumer.max.session.timeout.ms", Type.INT, 60000,
+            "Upper bound of group.consumer.session.timeout.ms.", at_least(1)),
+        Key("group.consumer.heartbeat.interval.ms", Type.INT, 5000,
+            "How often the members of a consumer group heartbeat (told in every "
+            "ConsumerGroupHeartbeat response).", at_least(1)),
+        Key("group.consumer.min.heartbeat.interval.ms", Type.INT, 5000,
+            "Lower bound of group.consumer.heartbeat.interval.ms.", at_least(1)),
+        Key("group.consumer.max.heartbeat.interval.ms", Type.INT, 15000,
+            "Upper bound of group.consumer.heartbeat.interval.ms.", at_least(1)),
+        Key("group.consumer.max.size", Type.INT, 2**31 - 1,
+            "Most members a consumer group may have (group.max.size is the classic "
+            "protocol's).", at_least(1)),
+        Key("group.consumer.assignors", Type.LIST, ["uniform", "range"],
+            "The server-side assignors consumer groups may use, by name (uniform, range) or "
+            "Kafka's class name; the first is the default when no member names one.",
+            _consumer_assignors),
+        Key("group.consumer.migration.policy", Type.STRING, "bidirectional",
+            "Which online conversions between classic and consumer groups are allowed: "
+            "disabled (also no classic members in consumer groups), upgrade, downgrade or "
+            "bidirectional.",
+            _migration_policy),
+        Key("group.consumer.regex.refresh.interval.ms", Type.INT, 600000,
+            "How often the topics that consumer groups' subscribed regexes match are resolved "
+            "again (also when topics are created or deleted).", at_least(1)),
         Key("producer.id.expiration.ms", Type.INT, 86400000,
             "Time after its last write that an idempotent producer's state is dropped.",
             at_least(1), dynamic=CLUSTER_WIDE),

@@ -1,11 +1,13 @@
-"""Kafka's classic group coordinator: joins, syncs, heartbeats, leaves, committed offsets.
+"""Kafka's group coordinator: classic groups (joins, syncs, heartbeats, leaves), consumer
+groups (KIP-848's ConsumerGroupHeartbeat), committed offsets.
 
-``GroupCoordinator`` is what the broker and the handlers use. It composes three parts that
+``GroupCoordinator`` is what the broker and the handlers use. It composes four parts that
 share one group table: ``GroupStore`` (group_store.py: the groups in memory and their records
 in ``__consumer_offsets``, loaded back when the broker starts or leads a partition),
-``GroupMembership`` (group_membership.py and group_rebalance.py: the member requests and the
-rebalances), and ``OffsetStore`` (group_offsets.py: committed offsets). It runs the one timer
-they share: members whose session expired leave, and offsets past their retention expire.
+``GroupMembership`` (group_membership.py and group_rebalance.py: the classic member requests
+and the rebalances), ``ConsumerGroupManager`` (consumer_heartbeat.py: consumer groups), and
+``OffsetStore`` (group_offsets.py: committed offsets). It runs the one timer they share:
+members whose session expired leave, and offsets past their retention expire.
 """
 
 from __future__ import annotations
@@ -14,11 +16,18 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
-from samsa.config import BrokerConfig
+from samsa.config import CONSUMER_GROUP_ASSIGNORS, BrokerConfig, ConfigError
+from samsa.coordinator.consumer_group import ConsumerGroup
+from samsa.coordinator.consumer_heartbeat import (
+    ConsumerGroupConfig,
+    ConsumerGroupManager,
+    HeartbeatRequest,
+    TopicView,
+)
 from samsa.coordinator.group import Group
 from samsa.coordinator.group_membership import GroupMembership
 from samsa.coordinator.group_offsets import OffsetEntry, OffsetStore, TopicPartition
-from samsa.coordinator.group_rebalance import Response
+from samsa.coordinator.group_rebalance import Response, join_error
 from samsa.coordinator.group_store import OFFSETS_TOPIC, GroupStore, now_ms
 from samsa.coordinator.records import OffsetValue
 from samsa.coordinator.writer import PartitionWriter
@@ -33,9 +42,11 @@ _EXPIRY_TICK_S = 0.25
 
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, writer: PartitionWriter,
-                 partition_exists: Callable[[str, int], bool]) -> None:
+                 partition_exists: Callable[[str, int], bool],
+                 topics: Callable[[], TopicView | None] = lambda: None) -> None:
         """``writer`` reaches the __consumer_offsets partitions; ``partition_exists`` says
-        whether the cluster has a partition offsets are committed for."""
+        whether the cluster has a partition offsets are committed for; ``topics``: the
+        cluster's topics (consumer groups subscribe to them and their regexes match them)."""
         c = config
         self.store = GroupStore(writer, c.get("offsets.topic.num.partitions"),
                                 c.get("offsets.commit.timeout.ms") / 1000)
@@ -46,8 +57,10 @@ class GroupCoordinator:
             max_session_ms=c.get("group.max.session.timeout.ms"),
             max_size=c.get("group.max.size"),
         )
+        self.consumer = ConsumerGroupManager(self.store, consumer_group_config(c), topics)
+        self.consumer.conversion.on_downgrade = self._downgraded
         self.offsets = OffsetStore(
-            self.store, partition_exists,
+            self.store, partition_exists, consumer=self.consumer,
             metadata_max_bytes=c.get("offset.metadata.max.bytes"),
             retention_ms=c.get("offsets.retention.minutes") * 60_000,
         )
@@ -57,6 +70,10 @@ class GroupCoordinator:
     @property
     def groups(self) -> dict[str, Group]:
         return self.store.groups
+
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]:
+        return self.store.consumer_groups
 
     @property
     def writer(self) -> PartitionWriter:
@@ -80,6 +97,7 @@ class GroupCoordinator:
         """Load every group and offset from __consumer_offsets, start the expiry timer."""
         self.store.load(self.writer.hosted())
         self.membership.start_sessions(self.groups.values())
+        self.consumer.start_sessions(self.consumer_groups.values())
         self._task = asyncio.get_running_loop().create_task(self._expire_loop())
 
     async def stop(self) -> None:
@@ -96,6 +114,7 @@ class GroupCoordinator:
             try:
                 now = loop.time()
                 self.membership.expire_sessions(now)
+                self.consumer.expire(now)
                 if now - last_retention >= self.retention_check_s:
                     last_retention = now
                     self.expire_offsets(now_ms())
@@ -113,6 +132,7 @@ class GroupCoordinator:
         heartbeating to the previous coordinator, not to this one."""
         self.store.load([index])
         self.membership.start_sessions(self.store.groups_in(index))
+        self.consumer.start_sessions(self.store.consumer_groups_in(index))
 
     def unload_partition(self, index: int) -> None:
         """Cluster mode: this broker stopped leading a __consumer_offsets partition. Its groups
@@ -153,6 +173,12 @@ class GroupCoordinator:
         are dropped."""
         self.store.complete_txn_offsets(index, producer_id, commit)
 
+    def _downgraded(self, group: Group) -> None:
+        """A consumer group became this classic group: its members' sessions start and a
+        classic rebalance begins (Kafka's convertToClassicGroup)."""
+        self.membership.start_sessions([group])
+        self.membership.rebalance.prepare(group)
+
     # --- members -------------------------------------------------------------------------------
 
     async def join(
@@ -160,6 +186,18 @@ class GroupCoordinator:
         protocols: list[tuple[str, bytes]], session_ms: int, rebalance_ms: int, client_id: str,
         client_host: str, version: int,
     ) -> Response:
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and self.coordinates(group_id):
+            if consumer.members:  # a classic member of a consumer group
+                if not self.min_session_ms <= session_ms <= self.membership.max_session_ms:
+                    return join_error(ErrorCode.invalid_session_timeout, member_id)
+                return await self.consumer.classic.join(
+                    consumer, member_id=member_id, instance_id=instance_id,
+                    protocol_type=protocol_type, protocols=protocols, session_ms=session_ms,
+                    rebalance_ms=rebalance_ms, client_id=client_id, client_host=client_host,
+                    version=version)
+            # an empty consumer group becomes a classic group (its offsets stay)
+            self.store.write_and_apply(group_id, self.consumer.delete_records(consumer))
         return await self.membership.join(
             group_id=group_id, member_id=member_id, instance_id=instance_id,
             protocol_type=protocol_type, protocols=protocols, session_ms=session_ms,
@@ -171,6 +209,11 @@ class GroupCoordinator:
         protocol_type: str | None, protocol_name: str | None,
         assignments: Iterable[tuple[str, bytes]],
     ) -> Response:
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and self.coordinates(group_id):
+            return self.consumer.classic.sync(
+                consumer, generation=generation, member_id=member_id, instance_id=instance_id,
+                protocol_type=protocol_type, protocol_name=protocol_name)
         return await self.membership.sync(
             group_id=group_id, generation=generation, member_id=member_id,
             instance_id=instance_id, protocol_type=protocol_type, protocol_name=protocol_name,
@@ -179,12 +222,33 @@ class GroupCoordinator:
     def heartbeat(
         self, *, group_id: str, generation: int, member_id: str, instance_id: str | None
     ) -> ErrorCode:
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and self.coordinates(group_id):
+            return self.consumer.classic.heartbeat(consumer, generation=generation,
+                                                   member_id=member_id, instance_id=instance_id)
         return self.membership.heartbeat(group_id=group_id, generation=generation,
                                          member_id=member_id, instance_id=instance_id)
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
         """Remove each (member id, instance id); one error code per member."""
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and self.coordinates(group_id):
+            return self.consumer.classic.leave(consumer, members)
         return self.membership.leave(group_id, members)
+
+    # --- consumer groups (KIP-848) ---------------------------------------------------------------
+
+    async def consumer_heartbeat(
+        self, request: HeartbeatRequest, *, version: int, client_id: str, client_host: str,
+        describable: Callable[[set[str]], set[str]] | None = None,
+    ) -> Response:
+        """ConsumerGroupHeartbeat; ``describable`` keeps the topics the member may DESCRIBE."""
+        return await self.consumer.heartbeat(request, version=version, client_id=client_id,
+                                             client_host=client_host, describable=describable)
+
+    def describe_consumer_group(self, group_id: str) -> Response:
+        """One group of ConsumerGroupDescribe."""
+        return self.consumer.describe(group_id)
 
     # --- offsets -------------------------------------------------------------------------------
 
@@ -192,7 +256,8 @@ class GroupCoordinator:
         self, *, group_id: str, generation: int, member_id: str, instance_id: str | None,
         offsets: list[OffsetEntry], version: int,
     ) -> dict[TopicPartition, ErrorCode]:
-        """Commit (topic, partition, offset, leader epoch, metadata) entries."""
+        """Commit (topic, partition, offset, leader epoch, metadata) entries; ``generation``
+        is a consumer group member's epoch."""
         return self.offsets.commit(group_id=group_id, generation=generation,
                                    member_id=member_id, instance_id=instance_id,
                                    offsets=offsets, version=version)
@@ -217,6 +282,14 @@ class GroupCoordinator:
     ) -> dict[TopicPartition, OffsetValue | None]:
         return self.offsets.fetch_offsets(group_id, partitions)
 
+    def fetch_offsets_error(self, group_id: str, member_id: str | None,
+                            member_epoch: int) -> ErrorCode | None:
+        """OffsetFetch v9+ from a member of a consumer group: whether its member id and epoch
+        may fetch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
+        group = self.consumer_groups.get(group_id)
+        return None if group is None else self.consumer.fetch_error(group, member_id,
+                                                                     member_epoch)
+
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
@@ -228,3 +301,36 @@ class GroupCoordinator:
 
     def delete_group(self, group_id: str) -> ErrorCode:
         return self.offsets.delete_group(group_id)
+
+
+_CONSUMER_GROUP_BOUNDS = (
+    # (key, bound, the key must be: ">=" or "<=" or "<" the bound's value)
+    ("group.consumer.max.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms",
+     ">="),
+    ("group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms", ">="),
+    ("group.consumer.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms", "<="),
+    ("group.consumer.max.session.timeout.ms", "group.consumer.min.session.timeout.ms", ">="),
+    ("group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms", ">="),
+    ("group.consumer.session.timeout.ms", "group.consumer.max.session.timeout.ms", "<="),
+    ("group.consumer.heartbeat.interval.ms", "group.consumer.session.timeout.ms", "<"),
+)
+_WORDS = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+
+
+def consumer_group_config(c: BrokerConfig) -> ConsumerGroupConfig:
+    """The group.consumer.* keys, checked against each other as Kafka's
+    GroupCoordinatorConfig does (ConfigError)."""
+    for key, bound, op in _CONSUMER_GROUP_BOUNDS:
+        value, limit = c.get(key), c.get(bound)
+        ok = value >= limit if op == ">=" else value <= limit if op == "<=" else value < limit
+        if not ok:
+            raise ConfigError(f"{key} must be {_WORDS[op]} {bound}")
+    return ConsumerGroupConfig(
+        session_timeout_ms=c.get("group.consumer.session.timeout.ms"),
+        heartbeat_interval_ms=c.get("group.consumer.heartbeat.interval.ms"),
+        max_size=c.get("group.consumer.max.size"),
+        assignors=tuple(CONSUMER_GROUP_ASSIGNORS[a] for a in c.get("group.consumer.assignors")),
+        regex_refresh_interval_ms=c.get("group.consumer.regex.refresh.interval.ms"),
+        migration_policy=c.get("group.consumer.migration.policy").lower(),
+        classic_max_size=c.get("group.max.size"),
+    )

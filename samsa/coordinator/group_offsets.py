@@ -1,7 +1,8 @@
 """Committed offsets of the groups: OffsetCommit, TxnOffsetCommit (pending until the
 transaction's marker), OffsetFetch, OffsetDelete, offsets.retention.minutes, and DeleteGroups
 (an empty group and its offsets). Each change is written to the group's ``__consumer_offsets``
-partition through ``GroupStore``.
+partition through ``GroupStore``. A consumer group's members commit with their member epoch
+(checked by consumer_heartbeat.py); its offsets live beside the classic groups' (group_store.py).
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from samsa.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
+from samsa.coordinator.consumer_heartbeat import ConsumerGroupConfig, ConsumerGroupManager
 from samsa.coordinator.group import Group, GroupState
 from samsa.coordinator.group_membership import check_member
 from samsa.coordinator.group_store import GroupStore, now_ms
@@ -30,8 +33,13 @@ OffsetEntry = tuple[str, int, int, int, str | None]
 
 class OffsetStore:
     def __init__(self, store: GroupStore, partition_exists: Callable[[str, int], bool], *,
-                 metadata_max_bytes: int, retention_ms: int) -> None:
+                 metadata_max_bytes: int, retention_ms: int,
+                 consumer: ConsumerGroupManager | None = None) -> None:
+        """``consumer``: the consumer groups' manager (their members commit with their
+        epochs)."""
         self.store = store
+        self.consumer = consumer or ConsumerGroupManager(store, ConsumerGroupConfig(),
+                                                         lambda: None)
         self.partition_exists = partition_exists
         self.metadata_max_bytes = metadata_max_bytes
         self.retention_ms = retention_ms
@@ -43,8 +51,13 @@ class OffsetStore:
         """OffsetCommit: an error code per partition."""
         if not self.store.coordinates(group_id):
             return {(t, p): ErrorCode.not_coordinator for t, p, *_ in offsets}
+        consumer = self.store.consumer_groups.get(group_id)
         group = self.store.groups.get(group_id)
-        failure = _commit_check(group, generation, member_id, instance_id, version)
+        if consumer is not None:
+            failure = self.consumer.commit_error(consumer, member_id, instance_id, generation,
+                                                 version, transactional=False)
+        else:
+            failure = _commit_check(group, generation, member_id, instance_id, version)
         if failure is not None:
             return {(t, p): failure for t, p, *_ in offsets}
         group = self.store.groups.get(group_id) or self.store.new_group(group_id)
@@ -85,16 +98,21 @@ class OffsetStore:
         batch, applied when the transaction's marker reaches the group's partition."""
         if not self.store.coordinates(group_id):
             return {(t, p): ErrorCode.not_coordinator for t, p, *_ in offsets}
+        consumer = self.store.consumer_groups.get(group_id)
         group = self.store.groups.get(group_id) or self.store.new_group(group_id)
         failure = None  # Kafka's GroupCoordinator.doTxnCommitOffsets, in its order
-        if group.state == GroupState.DEAD:
+        if consumer is not None:
+            failure = self.consumer.commit_error(consumer, member_id, instance_id, generation,
+                                                 0, transactional=True)
+        elif group.state == GroupState.DEAD:
             failure = ErrorCode.coordinator_not_available
         elif member_id:
             try:
                 check_member(group, member_id, instance_id)
             except KafkaError as exc:
                 failure = exc.code
-        if failure is None and generation >= 0 and generation != group.generation:
+        if (failure is None and consumer is None and generation >= 0
+                and generation != group.generation):
             failure = ErrorCode.illegal_generation
         if failure is not None:
             return {(t, p): failure for t, p, *_ in offsets}
@@ -132,11 +150,17 @@ class OffsetStore:
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         group = self.store.groups.get(group_id)
-        if group is None or group.state == GroupState.DEAD:
+        consumer = self.store.consumer_groups.get(group_id)
+        subscribed: set[str] | None
+        if consumer is not None:  # a consumer group's offsets of topics it reads stay
+            group = group or self.store.new_group(group_id)
+            subscribed = consumer.subscribed_topic_names()
+        elif group is None or group.state == GroupState.DEAD:
             return ErrorCode.group_id_not_found, {}
-        if group.state != GroupState.EMPTY and group.protocol_type != "consumer":
+        elif group.state != GroupState.EMPTY and group.protocol_type != "consumer":
             return ErrorCode.non_empty_group, {}
-        subscribed = group.subscribed_topics() if group.state != GroupState.EMPTY else set()
+        else:
+            subscribed = group.subscribed_topics() if group.state != GroupState.EMPTY else set()
         results: dict[TopicPartition, ErrorCode] = {}
         records = []
         for topic, partition in partitions:
@@ -157,7 +181,11 @@ class OffsetStore:
         """offsets.retention.minutes: an empty group's offsets expire that long after it became
         empty; a stable consumer group's offsets of topics it no longer subscribes to expire
         that long after their commit (KIP-496)."""
+        for consumer in list(self.store.consumer_groups.values()):
+            self._expire_consumer_group(consumer, at_ms)
         for group in list(self.store.groups.values()):
+            if group.group_id in self.store.consumer_groups:
+                continue
             if group.state == GroupState.EMPTY:
                 base = group.state_timestamp
                 doomed = [tp for tp, v in group.offsets.items()
@@ -181,7 +209,42 @@ class OffsetStore:
                 del self.store.groups[group.group_id]
             self.store.write(group.group_id, records)
 
+    def _expire_consumer_group(self, consumer: ConsumerGroup, at_ms: int) -> None:
+        """A consumer group's offsets expire that long after their commit unless the group
+        subscribes to their topic (Kafka's OffsetExpirationConditionImpl on the commit time);
+        an empty group without offsets goes."""
+        if not self.store.coordinates(consumer.group_id):
+            return
+        group = self.store.groups.get(consumer.group_id)
+        subscribed = consumer.subscribed_topic_names()
+        doomed = [] if group is None else [
+            tp for tp, v in group.offsets.items()
+            if tp[0] not in subscribed and v.commit_timestamp + self.retention_ms < at_ms]
+        records = [RecordInput(None, encode_offset_key(OffsetKey(consumer.group_id, t, p)))
+                   for t, p in doomed]
+        if group is not None:
+            for tp in doomed:
+                group.drop_offset(tp)
+        empty = group is None or (not group.offsets and not group.pending_txn_offsets)
+        delete = consumer.state == ConsumerGroupState.EMPTY and empty
+        if delete:
+            records += self.consumer.delete_records(consumer)
+        if records:
+            self.store.write_and_apply(consumer.group_id, records)
+        if delete:
+            self.store.groups.pop(consumer.group_id, None)
+
     def delete_group(self, group_id: str) -> ErrorCode:
+        consumer = self.store.consumer_groups.get(group_id)
+        if consumer is not None:
+            if consumer.state != ConsumerGroupState.EMPTY:
+                return ErrorCode.non_empty_group
+            offsets = self.store.groups.get(group_id)
+            records = [RecordInput(None, encode_offset_key(OffsetKey(group_id, t, p)))
+                       for t, p in (offsets.offsets if offsets is not None else {})]
+            self.store.write_and_apply(group_id, records + self.consumer.delete_records(consumer))
+            self.store.groups.pop(group_id, None)
+            return ErrorCode.none
         group = self.store.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.group_id_not_found

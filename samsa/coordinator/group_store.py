@@ -1,10 +1,16 @@
 """The group table and its records in ``__consumer_offsets``.
 
-Every group and every committed offset is a record (Kafka's formats, records.py) in the
-partition ``partition_for(group)``. ``GroupStore`` holds the groups in memory, writes their
-records, replays a partition's records into groups when this broker starts or comes to lead the
-partition, and lets a partition's groups go. Offsets of a transaction not yet decided wait here,
-indexed by partition and producer, until the transaction's marker reaches the partition.
+Every group and every committed offset is a record (Kafka's formats, records.py and, for
+consumer groups of KIP-848, consumer_records.py) in the partition ``partition_for(group)``.
+``GroupStore`` holds the groups in memory, writes their records, replays a partition's records
+into groups when this broker starts or comes to lead the partition, and lets a partition's
+groups go. Offsets of a transaction not yet decided wait here, indexed by partition and
+producer, until the transaction's marker reaches the partition.
+
+A group id names a classic group or a consumer group. ``groups`` holds the classic ones and,
+for every group id, its committed offsets (a consumer group's offsets sit in a classic ``Group``
+without members, as Kafka keeps offsets apart from the group); ``consumer_groups`` holds the
+consumer groups.
 """
 
 from __future__ import annotations
@@ -13,6 +19,14 @@ import logging
 import time
 from collections.abc import Iterable
 
+from samsa.coordinator.consumer_group import ConsumerGroup
+from samsa.coordinator.consumer_records import (
+    CONSUMER_RECORD_TYPES,
+    GROUP_METADATA,
+    decode_consumer_key,
+    decode_consumer_value,
+    key_type,
+)
 from samsa.coordinator.group import Group, GroupState, Member
 from samsa.coordinator.records import (
     GroupKey,
@@ -49,6 +63,7 @@ class GroupStore:
         self.num_partitions = num_partitions
         self.commit_timeout_s = commit_timeout_s
         self.groups: dict[str, Group] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         # (__consumer_offsets partition, producer id) -> groups with offsets pending in that
         # producer's transaction (Kafka's openGroupsForProducer)
         self._txn_groups: dict[tuple[int, int], set[str]] = {}
@@ -63,8 +78,13 @@ class GroupStore:
         return self.writer.owns(self.partition_of(group_id))
 
     def groups_in(self, index: int) -> list[Group]:
-        """The groups that partition ``index`` holds."""
+        """The (classic) groups that partition ``index`` holds."""
         return [g for group_id, g in self.groups.items() if self.partition_of(group_id) == index]
+
+    def consumer_groups_in(self, index: int) -> list[ConsumerGroup]:
+        """The consumer groups that partition ``index`` holds."""
+        return [g for group_id, g in self.consumer_groups.items()
+                if self.partition_of(group_id) == index]
 
     def new_group(self, group_id: str) -> Group:
         group = Group(group_id)
@@ -94,6 +114,19 @@ class GroupStore:
         batch = encode_batch(records, timestamp=now_ms(), producer_id=producer_id,
                              producer_epoch=producer_epoch, transactional=True)
         return self.writer.append(self.partition_of(group_id), batch, internal=True)
+
+    def write_and_apply(self, group_id: str, records: list[RecordInput],
+                        new_group: ConsumerGroup | None = None) -> None:
+        """Append records, then replay them into the group table (as a coordinator loading the
+        partition would). ``new_group``: the consumer group the records create, kept with the
+        state no record holds. KafkaError NOT_COORDINATOR (nothing applied) where this broker
+        no longer leads the partition."""
+        first = self.write(group_id, records)
+        if new_group is not None and group_id not in self.consumer_groups:
+            self.consumer_groups[group_id] = new_group
+        for i, r in enumerate(records):
+            assert r.key is not None
+            self._apply(r.key, r.value, first + i)
 
     async def wait_replicated(self, group_id: str) -> ErrorCode | None:
         return await self.writer.wait_replicated(self.partition_of(group_id),
@@ -143,6 +176,8 @@ class GroupStore:
         groups = self.groups_in(index)
         for group in groups:
             del self.groups[group.group_id]
+        for consumer in self.consumer_groups_in(index):
+            del self.consumer_groups[consumer.group_id]
         return groups
 
     def _load_partition(self, index: int) -> None:
@@ -177,13 +212,18 @@ class GroupStore:
 
     def _apply_record(self, key_bytes: bytes, value: bytes | None, position: int,
                       txn_pid: int | None) -> None:
+        if key_type(key_bytes) in CONSUMER_RECORD_TYPES:
+            self._apply_consumer(key_bytes, value)
+            return
         key = decode_key(key_bytes)
         if isinstance(key, OffsetKey):
             tp = (key.topic, key.partition)
             if self._superseded(key.group, tp):
                 return
-            group = self.groups.get(key.group) or self.new_group(key.group)
             committed = decode_offset_value(value)
+            if committed is None and key.group not in self.groups and txn_pid is None:
+                return  # the offset of a group already gone
+            group = self.groups.get(key.group) or self.new_group(key.group)
             if txn_pid is not None:  # waits for its transaction's marker
                 if committed is not None:
                     self.add_pending(group, txn_pid, {tp: (committed, position)})
@@ -197,7 +237,15 @@ class GroupStore:
             return
         stored = decode_group_value(value)
         if stored is None:
-            self.groups.pop(key.group, None)
+            existing = self.groups.get(key.group)
+            if existing is not None and (existing.offsets or existing.pending_txn_offsets):
+                # the classic group goes (it became a consumer group); its offsets stay
+                existing.members, existing.static_members = {}, {}
+                existing.protocol_type = existing.protocol_name = existing.leader_id = None
+                existing.generation = 0
+                existing.restore(GroupState.EMPTY, existing.state_timestamp)
+            else:
+                self.groups.pop(key.group, None)
             return
         group = self.groups.get(key.group) or self.new_group(key.group)
         group.protocol_type = stored.protocol_type or None
@@ -216,6 +264,25 @@ class GroupStore:
                 group.static_members[m.group_instance_id] = m.member_id
         state = GroupState.STABLE if group.members else GroupState.EMPTY
         group.restore(state, stored.current_state_timestamp)
+
+    def _apply_consumer(self, key_bytes: bytes, value: bytes | None) -> None:
+        key = decode_consumer_key(key_bytes)
+        if self._superseded(key.group, (key.type, key.name)):
+            return
+        decoded = decode_consumer_value(key.type, value)
+        group = self.consumer_groups.get(key.group)
+        if decoded is None and key.type == GROUP_METADATA:
+            self.consumer_groups.pop(key.group, None)
+            holder = self.groups.get(key.group)
+            if holder is not None and not (holder.offsets or holder.pending_txn_offsets
+                                           or holder.members or holder.generation):
+                del self.groups[key.group]  # it held the consumer group's offsets
+            return
+        if group is None:
+            if decoded is None:
+                return  # a tombstone of a group already gone
+            group = self.consumer_groups[key.group] = ConsumerGroup(key.group)
+        group.replay(key, decoded)
 
 
 def group_record(group: Group) -> RecordInput:

@@ -159,7 +159,7 @@ def encode_group_value(v: GroupValue) -> bytes:
 # -- reading -----------------------------------------------------------------------------------
 
 
-class _Reader:
+class Reader:
     """Reads one key or value; every failure is a CorruptRecordError naming ``what``."""
 
     def __init__(self, data: bytes, what: str) -> None:
@@ -256,7 +256,7 @@ class _Reader:
 
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey:
-    r = _Reader(bytes(data), "__consumer_offsets key")
+    r = Reader(bytes(data), "__consumer_offsets key")
     version = r.int16("version")
     if version in (0, 1):
         key: OffsetKey | GroupKey = OffsetKey(
@@ -274,7 +274,7 @@ def decode_offset_value(data: bytes | None) -> OffsetValue | None:
     """The committed offset, or None for a tombstone (the offset was deleted)."""
     if data is None:
         return None
-    r = _Reader(bytes(data), "OffsetCommitValue")
+    r = Reader(bytes(data), "OffsetCommitValue")
     version = r.value_version()
     offset = r.int64("offset")
     leader_epoch = r.int32("leaderEpoch") if version >= 3 else -1
@@ -285,7 +285,7 @@ def decode_offset_value(data: bytes | None) -> OffsetValue | None:
     return OffsetValue(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
 
 
-def _read_member(r: _Reader, version: int) -> MemberValue:
+def _read_member(r: Reader, version: int) -> MemberValue:
     member_id = r.string("memberId")
     group_instance_id = r.nullable_string("groupInstanceId") if version >= 3 else None
     client_id = r.string("clientId")
@@ -312,7 +312,7 @@ def decode_group_value(data: bytes | None) -> GroupValue | None:
     """The group's metadata, or None for a tombstone (the group was deleted)."""
     if data is None:
         return None
-    r = _Reader(bytes(data), "GroupMetadataValue")
+    r = Reader(bytes(data), "GroupMetadataValue")
     version = r.value_version()
     protocol_type = r.string("protocolType")
     generation = r.int32("generation")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from samsa.coordinator.records import _Reader, _Writer
+from samsa.coordinator.records import Reader, _Writer
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
@@ -41,7 +41,7 @@ def encode_txn_key(transactional_id: str) -> bytes:
 
 
 def decode_txn_key(data: bytes) -> str:
-    r = _Reader(bytes(data), "__transaction_state key")
+    r = Reader(bytes(data), "__transaction_state key")
     version = r.int16("version")
     if version != KEY_VERSION:
         raise r.fail(f"unknown key version {version}")
@@ -68,7 +68,7 @@ def encode_txn_value(v: TxnValue) -> bytes:
 def decode_txn_value(data: bytes | None) -> TxnValue | None:
     if data is None:
         return None
-    r = _Reader(bytes(data), "__transaction_state value")
+    r = Reader(bytes(data), "__transaction_state value")
     version = r.int16("version")
     if version not in (0, 1):
         raise r.fail(f"unknown value version {version} (known: 0-1)")

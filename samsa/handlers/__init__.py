@@ -14,6 +14,7 @@ _MODULES = (
     "configs",
     "log_dirs",
     "groups",
+    "consumer_groups",
     "transactions",
     "cluster_admin",
     "acls",

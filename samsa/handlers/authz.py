@@ -204,6 +204,11 @@ REQUIRED: dict[int, tuple[Check, ...]] = {
     65: (C(Op.DESCRIBE, Res.TRANSACTIONAL_ID, "each id"),
          C(Op.DESCRIBE, Res.TOPIC, "each topic of a transaction: hidden")),
     66: (C(Op.DESCRIBE, Res.TRANSACTIONAL_ID, "each id: hidden"),),
+    68: (C(Op.READ, Res.GROUP),
+         C(Op.DESCRIBE, Res.TOPIC, "each topic subscribed by name; a regex's topics: hidden")),
+    69: (C(Op.DESCRIBE, Res.GROUP, "each group"),
+         C(Op.DESCRIBE, Res.TOPIC, "every topic of a group's assignments, else the group's "
+           "TOPIC_AUTHORIZATION_FAILED")),
 }
 """What each API samsa serves asks the authorizer, by API key, as Kafka's ``KafkaApis`` and
 ``AclApis`` (Kafka 3.x/4.0): ApiVersions needs nothing; Produce no longer checks

@@ -1,6 +1,7 @@
 """The classic consumer group protocol: JoinGroup (11), SyncGroup (14), Heartbeat (12),
 LeaveGroup (13), ListGroups (16), DescribeGroups (15), DeleteGroups (42), OffsetCommit (8),
-OffsetFetch (9), OffsetDelete (47). The state lives in samsa/coordinator/."""
+OffsetFetch (9), OffsetDelete (47); ListGroups, DeleteGroups and the offset APIs serve consumer
+groups (KIP-848, consumer_groups.py) too. The state lives in samsa/coordinator/."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from samsa.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads them
     from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
-    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+    from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
     from kio.schema.heartbeat.v4.request import HeartbeatRequest
     from kio.schema.join_group.v9.request import JoinGroupRequest
     from kio.schema.leave_group.v2.request import LeaveGroupRequest as SingleLeaveGroupRequest
@@ -140,20 +141,29 @@ async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> dict[s
     if ctx.server.authorizer is not None and not authorize_cluster(ctx, AclOperation.DESCRIBE):
         visible = authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP,
                              _coordinator(ctx).groups)
+    coordinator = _coordinator(ctx)
+    if visible is not None:
+        visible |= authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP,
+                              coordinator.consumer_groups)
+    listed = [(group_id, "consumer", "consumer", group.state.value)
+              for group_id, group in coordinator.consumer_groups.items()]
+    listed += [(group.group_id, group.protocol_type or "", "classic", group.state.value)
+               for group in coordinator.groups.values()
+               if group.group_id not in coordinator.consumer_groups]
     groups = []
-    for group in _coordinator(ctx).groups.values():
-        if states and group.state.value.lower() not in states:
+    for group_id, protocol_type, group_type, state in listed:
+        if states and state.lower() not in states:
             continue
-        if types and "classic" not in types:
+        if types and group_type not in types:
             continue
-        if visible is not None and group.group_id not in visible:
+        if visible is not None and group_id not in visible:
             continue
-        groups.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
-                       "group_state": group.state.value, "group_type": "classic"})
+        groups.append({"group_id": group_id, "protocol_type": protocol_type,
+                       "group_state": state, "group_type": group_type})
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
 
 
-@api(15, "DescribeGroups", 0, 5)
+@api(15, "DescribeGroups", 0, 6)
 async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
     operations = getattr(request, "include_authorized_operations", False)
@@ -175,7 +185,12 @@ async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -
                 authorized_operations(ctx, ResourceType.GROUP, group_id)
                 if operations and found else OPERATIONS_NOT_REQUESTED,
         }
-        if group is not None and entry["error_code"] == ErrorCode.none:
+        if group_id in coordinator.consumer_groups and found:
+            # Kafka's: a consumer group is no classic group (v6 says so, older versions: Dead)
+            if ctx.version >= 6:
+                entry.update(error_code=ErrorCode.group_id_not_found,
+                             error_message=f"Group {group_id} is not a classic group.")
+        elif group is not None and entry["error_code"] == ErrorCode.none:
             stable = group.state == GroupState.STABLE
             entry.update(
                 group_state=group.state.value,
@@ -322,6 +337,8 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> dict
     groups = []
     for g in request.groups:
         refused = _group_refused(ctx, coordinator, g.group_id)
+        if refused is None and ctx.version >= 9:  # a consumer group's member: its epoch
+            refused = coordinator.fetch_offsets_error(g.group_id, g.member_id, g.member_epoch)
         groups.append(
             {"group_id": g.group_id, "error_code": refused, "topics": []} if refused else
             {"group_id": g.group_id, "error_code": ErrorCode.none,

@@ -236,7 +236,7 @@ class KafkaServer:
             self.replicas, self.topic_admin, OFFSETS_TOPIC,
             c.get("offsets.topic.num.partitions"), c.get("offsets.topic.segment.bytes"),
             c.get("offsets.topic.replication.factor"), single_node=self.mode.single_node,
-        ), self.replicas.partition_exists)
+        ), self.replicas.partition_exists, lambda: self.replicas.topics)
         self.group_coordinator.start()
         # after the groups: completing a half-ended transaction reaches their offsets
         self.txn_coordinator = TransactionCoordinator(self, LogPartitionWriter(

@@ -1,11 +1,15 @@
 """``samsa groups``: kafka-consumer-groups.sh (--list, --describe, --reset-offsets, --delete,
---delete-offsets).
+--delete-offsets), for classic groups and KIP-848's consumer groups.
 
 Tables are Kafka's: the same columns, widths and order, each table after a blank line (trailing
 padding is trimmed). Kafka's notices ("has no active members", "is rebalancing", the dry-run
 warning) go to stderr; what Kafka reports as an error ("Consumer group 'g' does not exist.") is
 one ``samsa:`` line and a non-zero exit here.
 
+The groups' types and exact states (``--list``) and the epochs and target assignments of
+consumer groups (``--describe --state/--members --verbose``) come from ListGroups and
+ConsumerGroupDescribe, sent by ``group_wire.py``: confluent-kafka has no names for a consumer
+group's Assigning and Reconciling states and does not expose its epochs.
 confluent-kafka has no DeleteConsumerGroupOffsets, so ``--delete-offsets`` sends Kafka's
 OffsetDelete request itself (FindCoordinator, then OffsetDelete to the coordinator, versions
 negotiated with ApiVersions; over TLS and/or SASL as ``--command-config`` says: see
@@ -17,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +31,7 @@ import click
 from confluent_kafka import (
     ConsumerGroupState,
     ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
     KafkaException,
     TopicPartition,
 )
@@ -44,7 +49,13 @@ from samsa.tools.common import (
     handle_client_errors,
     read_properties_file,
 )
-from samsa.tools.wire import CLIENT_ID, TP, WireSecurity, error_text, offset_delete
+from samsa.tools.group_wire import (
+    ConsumerGroupDetail,
+    Listed,
+    describe_consumer_groups,
+)
+from samsa.tools.group_wire import list_groups as wire_list_groups
+from samsa.tools.wire import CLIENT_ID, TP, WirePool, WireSecurity, error_text, offset_delete
 
 MISSING = "-"
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
@@ -58,11 +69,11 @@ OPTION_NAMES = {
     "verbose": "--verbose", "state": "--state", "dry_run": "--dry-run", "execute": "--execute",
     "to_offset": "--to-offset", "to_datetime": "--to-datetime", "by_duration": "--by-duration",
     "to_earliest": "--to-earliest", "to_latest": "--to-latest", "to_current": "--to-current",
-    "shift_by": "--shift-by", "timeout_ms": "--timeout",
+    "shift_by": "--shift-by", "timeout_ms": "--timeout", "type": "--type",
 }
 # Which options each action accepts (beyond --bootstrap-server and --command-config).
 ALLOWED: dict[str, set[str]] = {
-    "list": {"state", "timeout_ms"},
+    "list": {"state", "type", "timeout_ms"},
     "describe": {"groups", "all_groups", "members", "offsets", "verbose", "state", "timeout_ms"},
     "delete": {"groups", "all_groups", "timeout_ms"},
     "reset_offsets": {"groups", "all_groups", "topics", "all_topics", "dry_run", "execute",
@@ -78,7 +89,10 @@ STATE_NAMES = {
     ConsumerGroupState.DEAD: "Dead",
     ConsumerGroupState.EMPTY: "Empty",
 }
-LISTABLE_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
+# Kafka's GroupState names of classic and consumer groups, in its order
+LISTABLE_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty",
+                   "Assigning", "Reconciling")
+GROUP_TYPES = ("classic", "consumer")
 DRY_RUN_WARNING = (
     "WARN: No action will be performed as the --execute option is missing. In a future major"
     " release, the default behavior of this command will be to prompt the user before executing"
@@ -185,6 +199,15 @@ def parse_states(value: str) -> set[str]:
     return states
 
 
+def parse_types(value: str) -> set[str]:
+    """``--list --type classic,consumer``: Kafka's group types, case-insensitive."""
+    types = {item.strip().lower() for item in value.split(",")}
+    if not types <= set(GROUP_TYPES):
+        raise click.UsageError(
+            f"Invalid types list '{value}'. Valid types are: {', '.join(GROUP_TYPES)}")
+    return types
+
+
 def clamp(offset: int, earliest: int | None, latest: int | None) -> int:
     """Kafka's checkOffsetsRange: above the log end offset -> it; below the log start -> it."""
     if latest is not None and offset > latest:
@@ -232,14 +255,15 @@ def partition_name(topic: str, partition: int) -> str:
 
 
 def assignment_text(partitions: Iterable[tuple[str, int]]) -> str:
-    """Kafka's --members --verbose ASSIGNMENT: ``t1(0,1), t2(3)``, or ``-``."""
+    """Kafka's --members --verbose CURRENT-ASSIGNMENT and TARGET-ASSIGNMENT: ``t1:0,1;t2:3``,
+    or ``-``."""
     by_topic: dict[str, list[int]] = {}
     for topic, partition in partitions:
         by_topic.setdefault(topic, []).append(partition)
     if not by_topic:
         return MISSING
-    return ", ".join(
-        sorted(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items())
+    return ";".join(
+        sorted(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in by_topic.items())
     )
 
 
@@ -271,6 +295,10 @@ def assignment_text(partitions: Iterable[tuple[str, int]]) -> str:
               metavar="[STATE,...]",
               help="With --describe: the group's state. With --list: each group's state, "
                    "or only groups in these states.")
+@click.option("--type", "type", is_flag=False, flag_value="", default=None,
+              metavar="[TYPE,...]",
+              help="With --list: each group's type (classic, consumer), or only groups of "
+                   "these types.")
 @click.option("--dry-run", "dry_run", is_flag=True,
               help="With --reset-offsets: only print the new offsets (the default).")
 @click.option("--execute", is_flag=True, help="With --reset-offsets: commit the new offsets.")
@@ -321,6 +349,9 @@ def groups(
     states: set[str] = set()
     if action == "list" and options["state"]:
         states = parse_states(options["state"])
+    types: set[str] = set()
+    if action == "list" and options["type"]:
+        types = parse_types(options["type"])
     if action == "describe":
         chosen_views = [n for n in ("members", "offsets") if options[n]]
         if options["state"] is not None:
@@ -335,12 +366,17 @@ def groups(
     extra = read_properties_file(command_config, "--command-config")
 
     admin, metadata = connect_admin(bootstrap_server, CLIENT_ID, extra)
-    tool = GroupTool(admin, metadata, timeout)
+    try:
+        security: WireSecurity | None = WireSecurity.from_properties(extra, "--command-config")
+    except ToolError:  # settings only the client can honour: it answers on its own
+        security = None
+    tool = GroupTool(admin, metadata, timeout, None if security is None else
+                     lambda: WirePool(bootstrap_server, timeout, CLIENT_ID, security))
     group_ids = list(dict.fromkeys(options["groups"]))
     if options["all_groups"]:
-        group_ids = [g for g, _ in tool.list_groups()]
+        group_ids = [g.group_id for g in tool.list_groups()]
     if action == "list":
-        tool.print_list(states, options["state"] is not None)
+        tool.print_list(states, options["state"] is not None, types, options["type"] is not None)
     elif action == "describe":
         tool.describe(group_ids, options)
     elif action == "delete":
@@ -440,10 +476,14 @@ class ResetPlan:
 class GroupTool:
     """The admin calls the actions share, each bounded by the request timeout."""
 
-    def __init__(self, admin: AdminClient, metadata: ClusterMetadata, timeout: float) -> None:
+    def __init__(self, admin: AdminClient, metadata: ClusterMetadata, timeout: float,
+                 pool: Callable[[], WirePool] | None) -> None:
         self.admin = admin
         self.metadata = metadata
         self.timeout = timeout
+        # connections for the requests the admin client lacks (None: the --command-config
+        # asks for what only the client can do; its answers then, with fewer details)
+        self.pool = pool
         # Kafka's notices and warnings: printed on stderr once the action has succeeded (on an
         # error, its one line is all that goes to stderr).
         self.notes: list[str] = []
@@ -456,18 +496,37 @@ class GroupTool:
 
     # groups ------------------------------------------------------------------------------
 
-    def list_groups(self, states: set[str] | None = None) -> list[tuple[str, str]]:
-        """(group id, state name) of every consumer group, sorted by id."""
-        kwargs: dict[str, Any] = {"request_timeout": self.timeout}
-        if states:
-            by_name = {name: state for state, name in STATE_NAMES.items()}
-            kwargs["states"] = {by_name[name] for name in states}
-        result = self.wait(self.admin.list_consumer_groups(**kwargs))
+    def list_groups(self, states: set[str] | None = None, types: set[str] | None = None
+                    ) -> list[Listed]:
+        """Every group of consumers (classic and consumer groups), sorted by id; only those
+        in ``states`` and of ``types`` when given."""
+        if self.pool is None:
+            listed = self._client_list_groups()
+        else:
+            with self.pool() as pool:
+                listed = wire_list_groups(pool)
+        return [g for g in listed if (not states or g.state in states)
+                and (not types or g.type in types)]
+
+    def _client_list_groups(self) -> list[Listed]:
+        result = self.wait(self.admin.list_consumer_groups(request_timeout=self.timeout))
         if result.errors:
             raise ToolError("; ".join(describe_error(e) for e in result.errors))
         return sorted(
-            (g.group_id, state_name(getattr(g, "state", None))) for g in result.valid or []
-        )
+            (Listed(g.group_id, "consumer" if getattr(g, "type", None) ==
+                    ConsumerGroupType.CONSUMER else "classic",
+                    state_name(getattr(g, "state", None))) for g in result.valid or []),
+            key=lambda g: g.group_id)
+
+    def consumer_details(self, described: Mapping[str, ConsumerGroupDescription | None]
+                         ) -> dict[str, ConsumerGroupDetail]:
+        """ConsumerGroupDescribe of the described groups that are consumer groups."""
+        wanted = [g for g, d in described.items()
+                  if d is not None and getattr(d, "type", None) == ConsumerGroupType.CONSUMER]
+        if not wanted or self.pool is None:
+            return {}
+        with self.pool() as pool:
+            return describe_consumer_groups(pool, wanted)
 
     def describe_groups(
         self, group_ids: Sequence[str]
@@ -558,29 +617,38 @@ class GroupTool:
 
     # --list --------------------------------------------------------------------------------
 
-    def print_list(self, states: set[str], with_state: bool) -> None:
-        listed = self.list_groups(states)
-        if not with_state:
-            for group_id, _ in listed:
-                click.echo(group_id)
+    def print_list(self, states: set[str], with_state: bool, types: set[str],
+                   with_type: bool) -> None:
+        listed = self.list_groups(states, types)
+        if not with_state and not with_type:
+            for group in listed:
+                click.echo(group.group_id)
             return
-        width = max((max(15, len(g)) for g, _ in listed), default=15) + 10
-        click.echo(format_line(("GROUP", "STATE"), (width,)))
-        for group_id, state in listed:
-            click.echo(format_line((group_id, state), (width,)))
+        width = max((max(15, len(g.group_id)) for g in listed), default=15) + 10
+        header = ["GROUP", *(["TYPE"] if with_type else []), *(["STATE"] if with_state else [])]
+        widths = [width, *([20] if with_type and with_state else [])]
+        click.echo(format_line(header, widths))
+        for g in listed:
+            row = [g.group_id, *([g.type.capitalize()] if with_type else []),
+                   *([g.state] if with_state else [])]
+            click.echo(format_line(row, widths))
 
     # --describe ----------------------------------------------------------------------------
 
     def describe(self, group_ids: Sequence[str], options: Mapping[str, Any]) -> None:
         described = self.describe_groups(group_ids)
+        details = (self.consumer_details(described)
+                   if options["members"] or options["state"] is not None else {})
         for group_id in sorted(described):
             description = described[group_id]
             if description is None:
                 continue
             if options["members"]:
-                self._print_members(group_id, description, options["verbose"])
+                self._print_members(group_id, description, options["verbose"],
+                                    details.get(group_id))
             elif options["state"] is not None:
-                self._print_state(group_id, description, options["verbose"])
+                self._print_state(group_id, description, options["verbose"],
+                                  details.get(group_id))
             else:
                 self._print_offsets(group_id, description, options["verbose"])
         missing = [
@@ -641,7 +709,8 @@ class GroupTool:
         print_table(header, table, widths)
 
     def _print_members(
-        self, group_id: str, description: ConsumerGroupDescription, verbose: bool
+        self, group_id: str, description: ConsumerGroupDescription, verbose: bool,
+        detail: ConsumerGroupDetail | None = None,
     ) -> None:
         self._announce(group_id, description)
         members = description.members
@@ -655,8 +724,11 @@ class GroupTool:
             if with_instance:
                 row.append(m.group_instance_id or "")
             row += [m.host, m.client_id, len(tps)]
-            if verbose:
-                row.append(assignment_text(tps))
+            if verbose:  # epochs and target assignments: a consumer group's members only
+                known = detail.members.get(m.member_id) if detail is not None else None
+                row += [MISSING, assignment_text(tps), MISSING, MISSING] if known is None else [
+                    known.epoch, assignment_text(tps), detail.assignment_epoch,  # type: ignore
+                    assignment_text(known.target)]
             rows.append(row)
         widths = [_width([group_id]), _width(m.member_id for m in members)]
         header = ["GROUP", "CONSUMER-ID"]
@@ -666,16 +738,19 @@ class GroupTool:
         widths += [_width(m.host for m in members), _width(m.client_id for m in members), 15]
         header += ["HOST", "CLIENT-ID", "#PARTITIONS"]
         if verbose:
-            header.append("ASSIGNMENT")
+            widths += [15, 20, 15, 20]
+            header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
         print_table(header, rows, widths)
 
     def _print_state(
-        self, group_id: str, description: ConsumerGroupDescription, verbose: bool
+        self, group_id: str, description: ConsumerGroupDescription, verbose: bool,
+        detail: ConsumerGroupDetail | None = None,
     ) -> None:
         node = description.coordinator
         coordinator = f"{node.host}:{node.port}  ({node.id_string})" if node else MISSING
         strategy = description.partition_assignor or MISSING
-        state = state_name(getattr(description, "state", None))
+        state = (detail.state if detail is not None
+                 else state_name(getattr(description, "state", None)))
         widths = [_width([group_id]), _width([coordinator], 25), 20, 20]
         header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
         row: list[object] = [group_id, coordinator, strategy, state]
@@ -683,7 +758,8 @@ class GroupTool:
             # Epochs of KIP-848 groups; a classic group has none.
             widths += [15, 25]
             header += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
-            row += [MISSING, MISSING]
+            row += ([MISSING, MISSING] if detail is None
+                    else [detail.group_epoch, detail.assignment_epoch])
         print_table([*header, "#MEMBERS"], [[*row, len(description.members)]], widths)
 
     # --delete ------------------------------------------------------------------------------

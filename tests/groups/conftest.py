@@ -264,7 +264,7 @@ class Member:
     def __init__(self, directory: Path, client: str, bootstrap: str, group: str, topic: str,
                  assignor: str = "range", instance_id: str | None = None,
                  session_ms: int = SESSION_MS, name: str | None = None,
-                 commit_delay_ms: int = 0) -> None:
+                 commit_delay_ms: int = 0, group_protocol: str = "classic") -> None:
         self.name = name or f"m{next(_names)}"
         self.out_path = directory / f"{self.name}.out"
         self.err_path = directory / f"{self.name}.err"
@@ -273,7 +273,7 @@ class Member:
             "--group", group, "--topic", topic, "--assignor", assignor,
             "--session-timeout-ms", str(session_ms), "--heartbeat-ms", "1000",
             "--name", self.name, "--out", str(self.out_path),
-            "--commit-delay-ms", str(commit_delay_ms),
+            "--commit-delay-ms", str(commit_delay_ms), "--group-protocol", group_protocol,
         ]
         if instance_id:
             self.command += ["--instance-id", instance_id]
@@ -512,22 +512,22 @@ def events_since(member: Member, index: int, *kinds: str) -> list[Event]:
 
 
 def join_leave_scenario(client: str, bootstrap: str, start: Callable[..., Member],
-                        assignor: str = "range", count: int = 3000, seconds: float = 6.0
-                        ) -> None:
+                        assignor: str = "range", count: int = 3000, seconds: float = 6.0,
+                        **member_options: Any) -> None:
     """Three members join one by one while messages flow, the first one leaves (SIGTERM), the
     others drain: after each rebalance the live members split the partitions; in the end
     every message was processed exactly once and no partition ever had two owners at once."""
     topic, group = unique("orders"), unique("group")
     create_topic(bootstrap, topic)
-    a = start(client, bootstrap, group, topic, assignor)
+    a = start(client, bootstrap, group, topic, assignor, **member_options)
     everyone = [a]
     wait_settled([a], everyone)
     producer = PacedProducer(bootstrap, topic, count, seconds)
     producer.start()
-    b = start(client, bootstrap, group, topic, assignor)
+    b = start(client, bootstrap, group, topic, assignor, **member_options)
     everyone.append(b)
     wait_settled([a, b], everyone)
-    c = start(client, bootstrap, group, topic, assignor)
+    c = start(client, bootstrap, group, topic, assignor, **member_options)
     everyone.append(c)
     wait_settled([a, b, c], everyone)
     a.terminate()

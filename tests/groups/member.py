@@ -1,8 +1,9 @@
 """One consumer-group member, run as its own OS process by the group tests.
 
     python member.py --client confluent|kafka-python|aiokafka --bootstrap HOST:PORT
-        --group G --topic T --assignor range|roundrobin|cooperative-sticky
-        [--instance-id ID] [--session-timeout-ms 6000] [--commit-delay-ms 0] --out FILE
+        --group G --topic T --assignor range|roundrobin|cooperative-sticky|uniform
+        [--group-protocol classic|consumer] [--instance-id ID] [--session-timeout-ms 6000]
+        [--commit-delay-ms 0] --out FILE
 
 The member subscribes to one topic and appends to FILE (flushed after every write, so the lines
 survive a SIGKILL):
@@ -114,16 +115,23 @@ def run_confluent(args: argparse.Namespace, out: Output, stop: threading.Event) 
         "client.id": args.name,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": args.session_timeout_ms,
-        "heartbeat.interval.ms": args.heartbeat_ms,
         "max.poll.interval.ms": 20000,
-        "partition.assignment.strategy": args.assignor,
         "fetch.wait.max.ms": 100,
         "topic.metadata.refresh.interval.ms": 2000,
     }
+    if args.group_protocol == "consumer":
+        # KIP-848: the broker assigns (group.remote.assignor) and sets the session timeout
+        # and the heartbeat interval; partitions come and go incrementally
+        conf["group.protocol"] = "consumer"
+        if args.assignor in ("uniform", "range"):
+            conf["group.remote.assignor"] = args.assignor
+    else:
+        conf.update({"session.timeout.ms": args.session_timeout_ms,
+                     "heartbeat.interval.ms": args.heartbeat_ms,
+                     "partition.assignment.strategy": args.assignor})
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
-    cooperative = args.assignor == "cooperative-sticky"
+    cooperative = args.assignor == "cooperative-sticky" or args.group_protocol == "consumer"
     consumer = Consumer(conf)
     state = State(out)
 
@@ -354,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--assignor", default="range")
+    parser.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+                        help="confluent only: consumer is KIP-848's protocol")
     parser.add_argument("--instance-id", default="")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--heartbeat-ms", type=int, default=1000)

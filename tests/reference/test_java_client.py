@@ -1,8 +1,9 @@
 """Kafka's Java client (the release pinned in pom.xml) against samsa: an idempotent producer, a
 transactional one, classic consumer-group members reading read_committed and
-read_uncommitted, consume-transform-produce with offsets in the transaction, the Admin client
-(topics, configs, partitions, offsets, records, groups, ACLs), and Kafka's VerifiableProducer
-and VerifiableConsumer, the programs Kafka's own system tests drive.
+read_uncommitted, a member of KIP-848's consumer group protocol, consume-transform-produce with
+offsets in the transaction, the Admin client (topics, configs, partitions, offsets, records,
+groups, ACLs), and Kafka's VerifiableProducer and VerifiableConsumer, the programs Kafka's own
+system tests drive.
 
 The Java side prints what it saw (``Clients.java``); what it says is checked against what is
 expected and against the broker as another client (confluent-kafka) reads it.
@@ -130,6 +131,32 @@ def test_transactions_and_read_committed(kafka: Kafka, broker: Broker) -> None:
 
     assert read_all(broker, topic, 1, "read_committed") == {
         0: [(offsets[v], v) for v in committed]}
+
+
+def test_consumer_group_protocol(kafka: Kafka, broker: Broker) -> None:
+    """A member of KIP-848's protocol (group.protocol=consumer): the broker assigns it every
+    partition, it reads them all and commits with its member epoch, and the Admin client
+    describes the group as a consumer group (ConsumerGroupDescribe)."""
+    topic, group = unique("kip848"), unique("consumer-group")
+    create_topic(broker, topic, 3)
+    bs = broker.bootstrap_servers
+    produced = lines(kafka.clients("produce", "--bootstrap-server", bs, "--topic", topic,
+                                   "--count", 30).ok())
+    ends = {p: 1 + max(int(o) for _, q, o, *_ in produced if int(q) == p) for p in range(3)}
+    out = lines(kafka.clients("consume", "--bootstrap-server", bs, "--topic", topic,
+                              "--group", group, "--protocol", "consumer").ok())
+    records = [row for row in out if row[0] == "record"]
+    assert sorted(row[3] for row in records) == sorted(f"v{i}" for i in range(30))
+    assert [row for row in out if row[0] == "committed"] == [
+        ["committed", str(p), str(ends[p])] for p in range(3)]
+    (group_row,) = [row for row in out if row[0] == "group"]
+    assert group_row == ["group", "Consumer", "Stable", "uniform", "1", "1"]
+    (member,) = [row for row in out if row[0] == "member"]
+    assert member == ["member", "1", "0,1,2", "0,1,2"]
+    coordinator = broker.server.group_coordinator
+    assert coordinator is not None
+    assert group in coordinator.consumer_groups  # the member left when it closed
+    assert not coordinator.consumer_groups[group].members
 
 
 def test_consume_transform_produce(kafka: Kafka, broker: Broker) -> None:

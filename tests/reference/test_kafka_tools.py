@@ -242,6 +242,51 @@ def test_kafka_consumer_groups(kafka: Kafka, broker: Broker, bs: list[str]) -> N
     assert group not in kafka.tool("kafka-consumer-groups", *bs, "--list").ok().split()
 
 
+def test_kafka_consumer_groups_of_the_consumer_protocol(kafka: Kafka, broker: Broker,
+                                                        bs: list[str]) -> None:
+    """A KIP-848 group (group.protocol=consumer) as Kafka's tool lists and describes it:
+    its type, epochs, and each member's current and target assignment."""
+    topic, group = unique("kip848"), unique("consumer-group")
+    create_topic(broker, topic, 2)
+    produce(broker, topic, {0: 3, 1: 2})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                         "group.protocol": "consumer", "client.id": "reader",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        read = 0
+        while read < 5:
+            msg = consumer.poll(10)
+            assert msg is not None, "the group member read nothing in 10 s"
+            if not msg.error():
+                read += 1
+        consumer.commit(asynchronous=False)
+        rows = table(kafka.tool("kafka-consumer-groups", *bs, "--list", "--type").ok())
+        assert rows[0] == ["GROUP", "TYPE"] and [group, "Consumer"] in rows
+        rows = table(kafka.tool("kafka-consumer-groups", *bs, "--describe", "--group", group,
+                                "--state", "--verbose").ok())
+        node = broker.server.broker_id
+        assert rows == [
+            ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+             "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
+            [group, broker.bootstrap_servers, f"({node})", "uniform", "Stable", "1", "1", "1"]]
+        rows = table(kafka.tool("kafka-consumer-groups", *bs, "--describe", "--group", group,
+                                "--members", "--verbose").ok())
+        assert rows[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                           "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
+                           "TARGET-ASSIGNMENT"]
+        assert rows[1][2:] == ["/127.0.0.1", "reader", "2", "1", f"{topic}:0,1", "1",
+                               f"{topic}:0,1"]
+        rows = table(kafka.tool("kafka-consumer-groups", *bs, "--describe", "--group", group)
+                     .ok())
+        assert sorted(row[:6] for row in rows[1:]) == [[group, topic, "0", "3", "3", "0"],
+                                                       [group, topic, "1", "2", "2", "0"]]
+    finally:
+        consumer.close()
+    out = kafka.tool("kafka-consumer-groups", *bs, "--delete", "--group", group).ok()
+    assert out.strip() == f"Deletion of requested consumer groups ('{group}') was successful."
+
+
 # --- perf tests ----------------------------------------------------------------------------------
 
 

@@ -190,6 +190,26 @@ def txn_offset_commit_body(_env: Env) -> dict[str, Any]:
                  "committed_metadata": ""}]}]}
 
 
+CONSUMER_GROUP, DESCRIBED_GROUP = "consumer-group", "described-group"
+
+
+def consumer_heartbeat_body(topics: list[str] | None = None, regex: str | None = None,
+                            group: str = CONSUMER_GROUP) -> dict[str, Any]:
+    """A member joins a consumer group (KIP-848), by topic names or a regex."""
+    return {"group_id": group, "member_id": uuid.uuid4().hex, "member_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout": 30000,
+            "subscribed_topic_names": topics, "subscribed_topic_regex": regex,
+            "server_assignor": None, "topic_partitions": []}
+
+
+def consumer_group_describe_body(env: Env) -> dict[str, Any]:
+    """The group has a member the admin made, assigned TOPIC's partition."""
+    with connect_as(env.broker, ADMIN) as admin:
+        joined = admin.request(68, 1, consumer_heartbeat_body([TOPIC], group=DESCRIBED_GROUP))
+        assert joined.error_code == 0, joined
+    return {"group_ids": [DESCRIBED_GROUP], "include_authorized_operations": True}
+
+
 def config_resource(kind: int, name: str, env: Env) -> str:
     return str(env.broker_id) if kind == 4 else name
 
@@ -256,6 +276,16 @@ CASES = [
          lambda r: [g.error_code for g in r.groups],
          [([], 30), ([group_acl(Op.DESCRIBE)], 0)]),
     Case("ListGroups", 16, 4, lambda e: {"states_filter": []}, top, [([], 0)]),
+    Case("ConsumerGroupHeartbeat", 68, 1, lambda e: consumer_heartbeat_body(topics=[TOPIC]),
+         top, [([], 30), ([group_acl(Op.READ, CONSUMER_GROUP)], 29),
+               ([topic_acl(Op.DESCRIBE)], 0)]),
+    Case("ConsumerGroupHeartbeat (regex)", 68, 1,
+         lambda e: consumer_heartbeat_body(regex="top.*"), top,
+         [([], 30), ([group_acl(Op.READ, CONSUMER_GROUP)], 0)]),
+    Case("ConsumerGroupDescribe", 69, 1, consumer_group_describe_body,
+         lambda r: [g.error_code for g in r.groups],
+         [([], 30), ([group_acl(Op.DESCRIBE, DESCRIBED_GROUP)], 29),
+          ([topic_acl(Op.DESCRIBE)], 0)]),
     # authentication's own APIs need no ACL; on this PLAINTEXT listener there is nothing to
     # authenticate: ILLEGAL_SASL_STATE, the connection kept
     Case("SaslHandshake", 17, 1, lambda e: {"mechanism": "PLAIN"}, top, [([], 34)]),
@@ -531,6 +561,20 @@ def test_list_groups_lists_the_described_groups(
     revoke_all(admin)
     grant(admin, [cluster_acl(Op.DESCRIBE)])  # DESCRIBE on the cluster: every group
     assert "listed" in {g.group_id for g in client.request(16, 4, {}).groups}
+
+
+def test_a_regex_resolves_only_to_described_topics(
+        client: FrameClient, admin: FrameClient, env: Env) -> None:
+    """KIP-848: the topics a member's regex matches are those its principal may DESCRIBE."""
+    group = "regex-group"
+    grant(admin, [group_acl(Op.READ, group), topic_acl(Op.DESCRIBE, TOPIC)])
+    joined = client.request(68, 1, consumer_heartbeat_body(regex=".*", group=group))
+    assert joined.error_code == 0, joined
+    assigned = {tp.topic_id for tp in joined.assignment.topic_partitions}
+    assert assigned == {env.topic_id}
+    coordinator = env.broker.server.group_coordinator
+    assert coordinator is not None
+    assert coordinator.consumer_groups[group].regexes[".*"].topics == {TOPIC}
 
 
 def test_offset_fetch_of_every_topic_leaves_out_the_undescribed(

@@ -28,6 +28,7 @@ from samsa.tools.groups import (
     parse_duration,
     parse_states,
     parse_topic_arg,
+    parse_types,
 )
 from samsa.tools.wire import OFFSET_DELETE, Wire
 
@@ -136,6 +137,14 @@ def test_parse_states() -> None:
     assert caught.value.message.startswith("Invalid state list 'stable,bogus'. Valid states are:")
 
 
+def test_parse_types() -> None:
+    assert parse_types("Classic, CONSUMER") == {"classic", "consumer"}
+    with pytest.raises(click.UsageError) as caught:
+        parse_types("classic,share")
+    assert caught.value.message == ("Invalid types list 'classic,share'. Valid types are: "
+                                    "classic, consumer")
+
+
 def test_format_line_and_assignment_text() -> None:
     assert format_line(["GROUP", "TOPIC", "PARTITION", "X"], [15, 15, 10]) == (
         "GROUP           TOPIC           PARTITION  X"
@@ -144,7 +153,7 @@ def test_format_line_and_assignment_text() -> None:
         "a-group-with-a-long-name t               0"
     )
     assert format_line(["GROUP", "STATE"], [25, 20]) == "GROUP                     STATE"
-    assert assignment_text([("b", 2), ("a", 1), ("b", 0)]) == "a(1), b(0,2)"
+    assert assignment_text([("b", 2), ("a", 1), ("b", 0)]) == "a:1;b:0,2"
     assert assignment_text([]) == "-"
 
 
@@ -162,6 +171,8 @@ NOWHERE = ["--bootstrap-server", "127.0.0.1:1"]
     (["--describe", "--group", "g", "--state", "Stable"], "does not take a value for --state"),
     (["--list", "--group", "g"], "option --group can't be used with --list"),
     (["--list", "--state", "nope"], "Invalid state list 'nope'"),
+    (["--list", "--type", "nope"], "Invalid types list 'nope'"),
+    (["--describe", "--group", "g", "--type"], "option --type can't be used with --describe"),
     (["--delete"], "Option --delete takes one of these options"),
     (["--delete", "--group", "g", "--topic", "t"], "does not support topic-specific offset"),
     (["--delete-offsets", "--group", "g"], "Option --delete-offsets takes the following options"),
@@ -274,12 +285,15 @@ def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAIT_S) -
 class Member:
     """A subscribing consumer polling in a thread: an active (Stable) group member."""
 
-    def __init__(self, broker: Broker, group: str, topic: str, client_id: str) -> None:
-        self.consumer = Consumer(client_config(broker, **{
-            "group.id": group, "client.id": client_id, "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }))
+    def __init__(self, broker: Broker, group: str, topic: str, client_id: str,
+                 protocol: str = "classic") -> None:
+        config = {"group.id": group, "client.id": client_id, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"}
+        if protocol == "classic":
+            config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        else:  # KIP-848: the broker decides the session and the assignment
+            config.update({"group.protocol": "consumer", "group.remote.assignor": "range"})
+        self.consumer = Consumer(client_config(broker, **config))
         self.topic = topic
         self.assigned = threading.Event()
         self.stopping = threading.Event()
@@ -580,11 +594,11 @@ def test_active_group(broker: Broker, bs: list[str]) -> None:
         result = samsa("groups", *bs, "--describe", "--group", group, "--members", "--verbose")
         assert result.stderr == ""
         assert header(result.stdout).split() == [
-            "GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"
-        ]
+            "GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+            "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
         (member,) = table(result.stdout)
         assert member[0] == group and member[1].startswith("member-one")
-        assert member[3:] == ["member-one", str(PARTITIONS), f"{topic}(0,1,2)"]
+        assert member[3:] == ["member-one", str(PARTITIONS), "-", f"{topic}:0,1,2", "-", "-"]
 
         rows = table(ok(samsa("groups", *bs, "--describe", "--group", group)))
         assert [row[2:6] for row in rows] == [["0", "1", "4", "3"], ["1", "-", "0", "-"],
@@ -614,6 +628,39 @@ def test_active_group(broker: Broker, bs: list[str]) -> None:
              "--to-earliest", "--execute"))
     assert committed(broker, group, topic) == {0: 0}
     ok(samsa("groups", *bs, "--delete", "--group", group))
+
+
+def test_consumer_group(broker: Broker, bs: list[str]) -> None:
+    """A group of KIP-848's protocol beside a classic one: --list with their types and states,
+    --describe with the epochs, current and target assignments kafka-consumer-groups shows."""
+    topic = create_topic(broker, "kip848")
+    produce(broker, topic, 0, 4)
+    group, classic = unique("consumer"), unique("classic")
+    with Member(broker, group, topic, "new-one", protocol="consumer"), \
+            Member(broker, classic, topic, "old-one"):
+        wait_for(lambda: group_state(broker, classic) == ConsumerGroupState.STABLE, "Stable")
+        out = ok(samsa("groups", *bs, "--list", "--type", "--state"))
+        assert header(out).split() == ["GROUP", "TYPE", "STATE"]
+        rows = table(out)
+        assert [group, "Consumer", "Stable"] in rows and [classic, "Classic", "Stable"] in rows
+        only = table(ok(samsa("groups", *bs, "--list", "--type", "consumer")))
+        assert [group, "Consumer"] in only and all(row[0] != classic for row in only)
+        listed = ok(samsa("groups", *bs, "--list", "--state", "stable")).splitlines()
+        assert f"{group}" in " ".join(listed) and classic in " ".join(listed)
+
+        out = ok(samsa("groups", *bs, "--describe", "--group", group, "--state", "--verbose"))
+        (row,) = table(out)
+        assert row[0] == group and row[3:] == ["range", "Stable", "1", "1", "1"], row
+
+        out = ok(samsa("groups", *bs, "--describe", "--group", group, "--members", "--verbose"))
+        (member,) = table(out)
+        assert member[0] == group and member[2:] == [
+            "/127.0.0.1", "new-one", str(PARTITIONS), "1", f"{topic}:0,1,2", "1",
+            f"{topic}:0,1,2"]
+
+        rows = table(ok(samsa("groups", *bs, "--describe", "--group", group)))
+        assert [r[2] for r in rows] == ["0", "1", "2"]
+        assert {r[-1] for r in rows} == {"new-one"}
 
 
 @pytest.mark.parametrize("highest", [0, 1, 3, 6])

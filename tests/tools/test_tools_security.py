@@ -67,7 +67,8 @@ def committed_group(broker: Broker) -> tuple[str, str]:
 
 
 def wire_tools_work(broker: Broker, config: Path) -> None:
-    """transactions list and describe, reassign-partitions --list, groups --delete-offsets."""
+    """transactions list and describe, reassign-partitions --list, groups --list and
+    --delete-offsets."""
     bs = ["--bootstrap-server", broker.bootstrap_servers]
     transactional_id, producer = ongoing_transaction(broker)
     try:
@@ -84,6 +85,8 @@ def wire_tools_work(broker: Broker, config: Path) -> None:
     assert out == "No partition reassignments found.\n"
 
     topic, group = committed_group(broker)
+    out = ok(samsa("groups", *bs, "--command-config", config, "--list", "--type", "--state"))
+    assert [group, "Classic", "Empty"] in [line.split() for line in out.splitlines()], out
     out = ok(samsa("groups", *bs, "--command-config", config, "--delete-offsets",
                    "--group", group, "--topic", topic))
     assert out.splitlines()[0] == f"Request succeeded for deleting offsets from group {group}."

@@ -143,7 +143,7 @@ public final class Clients {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, args.getOrDefault("protocol", "classic"));
         props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
@@ -214,9 +214,12 @@ public final class Clients {
         }
     }
 
-    /** --topic T --group G [--isolation read_committed]: a classic group member reads
-     * every partition up to its end (the last stable offset for read_committed), commits,
-     * prints "record PARTITION OFFSET VALUE" then "committed PARTITION OFFSET". */
+    /** --topic T --group G [--isolation read_committed] [--protocol consumer]: a group member
+     * (classic, or KIP-848's consumer protocol) reads every partition up to its end (the last
+     * stable offset for read_committed), commits, prints "record PARTITION OFFSET VALUE" then
+     * "committed PARTITION OFFSET"; with the consumer protocol then the group as the Admin
+     * client describes it: "group TYPE STATE ASSIGNOR GROUP-EPOCH TARGET-EPOCH" and
+     * "member EPOCH PARTITIONS TARGET-PARTITIONS" (partition lists comma-separated). */
     private void consume() throws Exception {
         String topic = need("topic");
         String isolation = args.getOrDefault("isolation", "read_uncommitted");
@@ -261,7 +264,35 @@ public final class Clients {
             for (TopicPartition tp : new TreeMap<>(byName(committed)).values()) {
                 out("committed", tp.partition(), committed.get(tp).offset());
             }
+            if ("consumer".equals(args.get("protocol"))) {
+                try (Admin admin = newAdmin()) {
+                    String group = need("group");
+                    ConsumerGroupDescription d =
+                            get(admin.describeConsumerGroups(List.of(group)).describedGroups()
+                                    .get(group));
+                    out("group", d.type(), d.groupState(), d.partitionAssignor(),
+                            d.groupEpoch().orElse(-1), d.targetAssignmentEpoch().orElse(-1));
+                    for (MemberDescription m : d.members()) {
+                        out("member", m.memberEpoch().orElse(-1),
+                                partitions(m.assignment().topicPartitions()),
+                                partitions(m.targetAssignment()
+                                        .map(a -> a.topicPartitions()).orElse(Set.of())));
+                    }
+                }
+            }
         }
+    }
+
+    private static String partitions(Set<TopicPartition> tps) {
+        TreeSet<Integer> sorted = new TreeSet<>();
+        for (TopicPartition tp : tps) {
+            sorted.add(tp.partition());
+        }
+        StringBuilder text = new StringBuilder();
+        for (Integer p : sorted) {
+            text.append(text.length() > 0 ? "," : "").append(p);
+        }
+        return text.toString();
     }
 
     private static Map<String, TopicPartition> byName(Map<TopicPartition, ?> map) {
