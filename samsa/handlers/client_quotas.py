@@ -28,15 +28,21 @@ def _entity(components: Any) -> list[dict[str, Any]]:
     return [{"entity_type": t, "entity_name": n} for t, n in components]
 
 
+def _refusal(ctx: RequestContext, operation: AclOperation) -> tuple[int, str] | None:
+    """Kafka's answer before looking at the quotas: the principal's permission on the
+    cluster, then a store not open yet."""
+    if not authorize_cluster(ctx, operation):
+        return _DENIED
+    if ctx.server.quota_store is None:
+        return _STARTING
+    return None
+
+
 @api(48, "DescribeClientQuotas", 0, 1)
 async def describe_client_quotas(ctx: RequestContext, request: DescribeClientQuotasRequest
                                  ) -> dict[str, Any]:
     store = ctx.server.quota_store
-    refused = None
-    if not authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
-        refused = _DENIED
-    elif store is None:
-        refused = _STARTING
+    refused = _refusal(ctx, AclOperation.DESCRIBE_CONFIGS)
     if refused is None:
         assert store is not None
         try:
@@ -58,11 +64,7 @@ async def describe_client_quotas(ctx: RequestContext, request: DescribeClientQuo
 async def alter_client_quotas(ctx: RequestContext, request: AlterClientQuotasRequest
                               ) -> dict[str, Any]:
     store = ctx.server.quota_store
-    refused = None
-    if not authorize_cluster(ctx, AclOperation.ALTER_CONFIGS):
-        refused = _DENIED
-    elif store is None:
-        refused = _STARTING
+    refused = _refusal(ctx, AclOperation.ALTER_CONFIGS)
     if refused is not None:  # every entry, as sent (Kafka's getErrorResponse)
         return {"throttle_time": 0, "entries": [
             {"error_code": refused[0], "error_message": refused[1],
