@@ -99,6 +99,7 @@ class Connection(asyncio.BufferedProtocol):
         self._big: bytearray | None = None
         self._big_filled = 0
         self._frames: collections.deque[bytes | memoryview] = collections.deque()
+        self._current: bytes | memoryview | None = None
         self._arrived: collections.deque[float] = collections.deque()  # each frame's arrival
         # what dispatch leaves for the request metrics, recorded once the response is sent:
         # (RequestStats, handling started, response ready, seconds waiting on others)
@@ -292,6 +293,7 @@ class Connection(asyncio.BufferedProtocol):
                     await self._frame_ready.wait()
                     continue
                 frame = self._frames.popleft()
+                self._current = frame
                 received = self._arrived.popleft()
                 self._queued_bytes -= len(frame)
                 if self._reading_paused and self._queued_bytes < _MAX_QUEUED_BYTES // 2:
@@ -416,5 +418,11 @@ class Connection(asyncio.BufferedProtocol):
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), timeout=5)
             except (TimeoutError, asyncio.CancelledError):
+                current = self._current
+                if current is not None and len(current) >= 8 and self.busy:
+                    key, version, correlation = struct.unpack_from(">hhi", current)
+                    log.warning("shutting down: request %d v%d (correlation %d) from %s did not "
+                                "finish in 5 s; closing its connection", key, version,
+                                correlation, self.peer)
                 self._task.cancel()
         self.close()

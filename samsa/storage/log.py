@@ -428,7 +428,9 @@ class Log:
             if header.producer_id < 0:
                 continue
             if producer_batch is None:
-                producer_batch = self.producer_state.begin()
+                # nothing was ever removed from this log: it has every producer's batches
+                producer_batch = self.producer_state.begin(
+                    knows_every_producer=self.log_start_offset == 0 and not self.config.compact)
             duplicate = producer_batch.check(header)
             if duplicate is not None:
                 if len(headers) > 1:

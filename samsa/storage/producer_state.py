@@ -27,7 +27,14 @@ Rules of ``check``, in Kafka's order: an epoch lower than the known one is
 INVALID_PRODUCER_EPOCH; the same epoch and sequence range as a cached batch is a duplicate; a
 higher epoch must start at sequence 0 unless the producer is unknown; the same epoch must go
 on at last sequence + 1 (after 2**31-1 comes 0); an unknown producer id (say its state went
-with retention) is accepted at any sequence. Control batches only move the epoch.
+with retention) is accepted at any sequence, as Kafka does, unless the caller says this state
+knows every producer that ever wrote to the log (``begin(knows_every_producer=True)``: the log
+starts at offset 0, is not compacted, and no producer expired here). Then a producer unknown here
+has nothing in the log, and a first batch at a sequence other than 0 means earlier batches never
+reached this leader (refused by a leader that was not one yet, or left on a former leader that
+lost them): OUT_OF_ORDER_SEQUENCE_NUMBER, which the clients answer by sending those batches
+again, where Kafka's leniency lets librdkafka count them delivered (its "implicit ack" of a
+batch whose successor succeeded). Control batches only move the epoch.
 
 Transactions: a producer's first transactional batch opens its transaction on this partition
 (``current_txn_first_offset``); the commit or abort marker the coordinator writes closes it
@@ -39,13 +46,15 @@ open is INVALID_TXN_STATE, as in Kafka.
 Snapshots: ``<offset:020d>.snapshot`` in the partition directory holds every producer's state
 as of ``offset`` (all batches below it applied), written atomically. Format (big-endian)::
 
-    version int16 (2) | crc uint32: CRC-32C of everything after it | count int32 |
+    version int16 (3) | crc uint32: CRC-32C of everything after it |
+    flags int8 (1: a producer expired here) | count int32 |
     count x [producer id int64 | epoch int16 | last timestamp int64 |
              current txn first offset int64 (-1: none) | coordinator epoch int32 | n int8 |
              n x [first seq int32 | last seq int32 | first offset int64 | last offset int64 |
                   max timestamp int64]]
 
-Version 1 (before transactions) lacks the two transaction fields and is still read.
+Version 2 lacks the flags (read as "a producer may have expired"), version 1 (before
+transactions) also the two transaction fields; both are still read.
 
 Unlike Kafka (last batch only) all 5 cached batches are kept, so duplicates are still caught
 after a restart. On open, ``load(log_start, log_end)`` restores the latest usable snapshot and
@@ -83,12 +92,14 @@ NO_PRODUCER_EPOCH = -1
 MAX_SEQUENCE = 2**31 - 1
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
 NO_TXN = -1
 
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 _FILE_HEADER = struct.Struct(">hI")  # version, crc
 _COUNT = struct.Struct(">i")
+_FLAGS = struct.Struct(">b")
+_EXPIRED_FLAG = 1
 _ENTRY_V1 = struct.Struct(">qhqb")  # producer id, epoch, last timestamp, batch count
 # producer id, epoch, last timestamp, current txn first offset, coordinator epoch, batch count
 _ENTRY = struct.Struct(">qhqqib")
@@ -183,10 +194,16 @@ def _check_epoch(entry: ProducerEntry | None, header: BatchHeader) -> None:
         )
 
 
-def _check_sequence(entry: ProducerEntry | None, header: BatchHeader) -> None:
-    if entry is None or entry.epoch == NO_PRODUCER_EPOCH:
-        return  # unknown producer id (new, expired or gone with retention): any sequence
+def _check_sequence(entry: ProducerEntry | None, header: BatchHeader,
+                    knows_every_producer: bool) -> None:
     seq = header.base_sequence
+    if entry is None or entry.epoch == NO_PRODUCER_EPOCH:
+        if seq != 0 and knows_every_producer:
+            raise OutOfOrderSequenceError(
+                f"producer {header.producer_id} has written nothing here, so its first batch "
+                f"starts at sequence 0, not {seq}: the batches before it did not arrive"
+            )
+        return  # unknown producer id (expired or gone with retention): any sequence
     if header.producer_epoch != entry.epoch:
         if seq != 0:
             raise OutOfOrderSequenceError(
@@ -208,8 +225,9 @@ def _batch_key(header: BatchHeader) -> tuple[int, int, int, int]:
 class ProducerAppendBatch:
     """One append's worth of checks; nothing reaches the manager before ``commit``."""
 
-    def __init__(self, manager: ProducerStateManager) -> None:
+    def __init__(self, manager: ProducerStateManager, knows_every_producer: bool) -> None:
         self._manager = manager
+        self._strict = knows_every_producer and not manager.expired_producers
         self._version = manager._version
         self._scratch: dict[int, ProducerEntry] = {}
         self._accepted: list[tuple[int, int, int, int]] = []
@@ -237,7 +255,7 @@ class ProducerAppendBatch:
                 return DuplicateBatch(
                     original.first_offset, original.last_offset, original.max_timestamp
                 )
-            _check_sequence(current, header)
+            _check_sequence(current, header, self._strict)
         # offsets are not assigned yet; any non-negative first offset marks an opened txn
         self._scratch[pid] = _advance(current, header, max(header.base_offset, 0), -1)
         self._accepted.append(_batch_key(header))
@@ -274,6 +292,8 @@ class ProducerStateManager:
         self._map_end_offset = 0
         self._version = 0
         self._loaded = False
+        # a producer's state was dropped (expiration): one unknown here may have written before
+        self.expired_producers = False
 
     # --- state ------------------------------------------------------------------------------------
 
@@ -289,9 +309,12 @@ class ProducerStateManager:
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
-    def begin(self) -> ProducerAppendBatch:
+    def begin(self, knows_every_producer: bool = False) -> ProducerAppendBatch:
+        """Checks for one append. ``knows_every_producer``: the log holds every batch ever
+        written to it (it starts at 0 and is not compacted), so with no producer expired, an
+        unknown producer is a new one (see the module's docstring)."""
         self._require_loaded()
-        return ProducerAppendBatch(self)
+        return ProducerAppendBatch(self, knows_every_producer)
 
     def check(self, header: BatchHeader) -> DuplicateBatch | None:
         """One-batch ``begin().check(header)``: changes nothing."""
@@ -314,6 +337,7 @@ class ProducerStateManager:
         self._producers = dict(other._producers)  # the entries are immutable
         self._ongoing = dict(other._ongoing)
         self._map_end_offset = other._map_end_offset
+        self.expired_producers = other.expired_producers
         self._loaded = True
         self._version += 1
 
@@ -329,6 +353,7 @@ class ProducerStateManager:
         for pid in expired:
             del self._producers[pid]
         if expired:
+            self.expired_producers = True
             self._version += 1
         return expired
 
@@ -429,7 +454,7 @@ class ProducerStateManager:
                 f"{self._map_end_offset}"
             )
         path = self.snapshot_path(offset)
-        write_atomically(path, _encode(self._producers.values()))
+        write_atomically(path, _encode(self._producers.values(), self.expired_producers))
         self._map_end_offset = offset
         for old in self.snapshot_offsets()[: -self.max_snapshots]:
             self._delete_snapshot(old)
@@ -441,6 +466,8 @@ class ProducerStateManager:
         ``replay``ed."""
         newest = log_end_offset if newest is None else min(newest, log_end_offset)
         self._producers = {}
+        # replayed from the log start, the state has every producer whose batches are there
+        self.expired_producers = False
         offsets = self.snapshot_offsets()
         for offset in offsets:
             if offset > log_end_offset or offset < log_start_offset:
@@ -449,7 +476,7 @@ class ProducerStateManager:
         for offset in reversed([o for o in offsets if log_start_offset <= o <= newest]):
             path = self.snapshot_path(offset)
             try:
-                self._producers = _decode(path.read_bytes())
+                self._producers, self.expired_producers = _decode(path.read_bytes())
             except (OSError, CorruptSnapshotError) as exc:
                 log.warning("%s: ignoring producer state snapshot: %s", path, exc)
                 self._delete_snapshot(offset)
@@ -486,6 +513,7 @@ class ProducerStateManager:
             self._delete_snapshot(old)
         self._producers = {}
         self._ongoing = {}
+        self.expired_producers = False
         self._map_end_offset = offset
         self._loaded = True
         self._version += 1
@@ -497,9 +525,10 @@ class ProducerStateManager:
             pass
 
 
-def _encode(entries: Iterable[ProducerEntry]) -> bytes:
+def _encode(entries: Iterable[ProducerEntry], expired_producers: bool) -> bytes:
     entries = list(entries)
-    body = bytearray(_COUNT.pack(len(entries)))
+    body = bytearray(_FLAGS.pack(_EXPIRED_FLAG if expired_producers else 0))
+    body += _COUNT.pack(len(entries))
     for e in entries:
         body += _ENTRY.pack(e.producer_id, e.epoch, e.last_timestamp,
                             e.current_txn_first_offset, e.coordinator_epoch, len(e.batches))
@@ -508,16 +537,24 @@ def _encode(entries: Iterable[ProducerEntry]) -> bytes:
     return _FILE_HEADER.pack(SNAPSHOT_VERSION, crc32c(body)) + body
 
 
-def _decode(data: bytes) -> dict[int, ProducerEntry]:
+def _decode(data: bytes) -> tuple[dict[int, ProducerEntry], bool]:
+    """The producers of a snapshot, and whether a producer had expired (true for versions
+    before 3, which did not say)."""
     try:
         version, crc = _FILE_HEADER.unpack_from(data, 0)
-        if version not in (1, SNAPSHOT_VERSION):
+        if version not in (1, 2, SNAPSHOT_VERSION):
             raise CorruptSnapshotError(f"unknown snapshot version {version}")
         body = memoryview(data)[_FILE_HEADER.size :]
         if crc32c(body) != crc:
             raise CorruptSnapshotError("CRC-32C mismatch")
-        (count,) = _COUNT.unpack_from(body, 0)
-        pos = _COUNT.size
+        pos = 0
+        expired = True
+        if version >= 3:
+            (flags,) = _FLAGS.unpack_from(body, 0)
+            expired = bool(flags & _EXPIRED_FLAG)
+            pos = _FLAGS.size
+        (count,) = _COUNT.unpack_from(body, pos)
+        pos += _COUNT.size
         producers: dict[int, ProducerEntry] = {}
         for _ in range(count):
             if version == 1:
@@ -540,4 +577,4 @@ def _decode(data: bytes) -> dict[int, ProducerEntry]:
         raise CorruptSnapshotError(f"truncated snapshot: {exc}") from exc
     if pos != len(body):
         raise CorruptSnapshotError(f"{len(body) - pos} trailing bytes")
-    return producers
+    return producers, expired

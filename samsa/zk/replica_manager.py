@@ -364,6 +364,8 @@ class ReplicaManager:
             was_leader = partition.replicated and partition.is_leader
             partition.make_follower(state.leader, info.replicas, state.leader_epoch)
             if was_leader:
+                log.info("%s-%d: leader %d at epoch %d; this broker follows", topic, index,
+                         state.leader, state.leader_epoch)
                 self.replicas.stopped_leading(topic, index)
             self._stop_following(partition)
             if state.leader != NO_LEADER and not self.shutting_down:

@@ -612,13 +612,22 @@ def read_partitions(bootstrap: str, topic: str, partitions: Iterable[int],
     return out
 
 
-def check_acked_exactly_once(acked: Iterable[tuple[int, int, int]],
+def check_acked_exactly_once(acked: Iterable[tuple[int, int | None, int]],
                              read: dict[int, list[tuple[int, bytes]]]) -> None:
     """Every acknowledged (partition, offset, sequence) is in the partition at that offset;
-    nothing is there twice and the sequences only go up (the producer's order)."""
+    nothing is there twice and the sequences only go up (the producer's order).
+
+    An acknowledgement without an offset (None) is librdkafka's implicit ack: a request whose
+    answer was lost (a timeout, a dropped connection) is known written once a later request of
+    the same idempotent producer succeeds, but not where: its sequence must be there somewhere.
+    """
     by_partition: dict[int, dict[int, int]] = {}
+    placed_anywhere: dict[int, set[int]] = {}
     for partition, offset, seq in acked:
-        by_partition.setdefault(partition, {})[offset] = seq
+        if offset is None:
+            placed_anywhere.setdefault(partition, set()).add(seq)
+        else:
+            by_partition.setdefault(partition, {})[offset] = seq
     for partition, records in read.items():
         seqs = []
         at: dict[int, int] = {}
@@ -636,6 +645,10 @@ def check_acked_exactly_once(acked: Iterable[tuple[int, int, int]],
         assert not missing, (
             f"partition {partition}: {len(missing)} acknowledged records missing or moved"
             f" (offset: sequence, first 20): {dict(sorted(missing.items())[:20])}")
+        lost = sorted(placed_anywhere.get(partition, set()) - set(seqs))
+        assert not lost, (
+            f"partition {partition}: {len(lost)} records acknowledged without an offset are "
+            f"missing (sequences, first 20): {lost[:20]}")
 
 
 def replica_records(broker: Broker, topic: str, partition: int) -> list[tuple[int, bytes]]:

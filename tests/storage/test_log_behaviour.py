@@ -16,6 +16,7 @@ from samsa.errors import (
     InvalidRecordError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordListTooLargeError,
     UnsupportedForMessageFormatError,
 )
@@ -971,3 +972,37 @@ def test_log_files_follow_kafka_naming(tmp_path, clock):
         for suffix in (".log", ".index", ".timeindex"):
             assert f"{base:020d}{suffix}" in names
     assert "leader-epoch-checkpoint" in names
+
+
+# --- idempotent producers unknown to the log -----------------------------------------------------
+
+def idempotent(seq: int, count: int = 1, pid: int = 77) -> bytes:
+    return make_batch(count, producer_id=pid, producer_epoch=0, base_sequence=seq)
+
+
+def test_a_new_producer_must_start_at_sequence_zero(tmp_path, clock):
+    # the log has every batch ever written to it: a producer it does not know has none there,
+    # so a first batch at sequence 3 means the batches 0-2 did not arrive
+    log = new_log(tmp_path, clock)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(idempotent(3))
+    assert log.log_end_offset == 0
+    log.append(idempotent(0, 3))
+    log.append(idempotent(3))
+    assert log.log_end_offset == 4
+
+
+def test_a_log_that_lost_its_start_takes_an_unknown_producer_anywhere(tmp_path, clock):
+    log = new_log(tmp_path, clock)
+    log.append(make_batch(2))
+    log.delete_records_before(1)  # its state may have gone with the records: as Kafka does
+    log.append(idempotent(40))
+    assert log.log_end_offset == 3
+
+
+def test_a_compacted_log_takes_an_unknown_producer_anywhere(tmp_path, clock):
+    # the cleaner drops the batches of producers that expired: their state may be gone
+    log = new_log(tmp_path, clock, **{"cleanup.policy": "compact"})
+    log.append(make_batch([b"v"], keys=[b"k"], producer_id=77, producer_epoch=0,
+                          base_sequence=40))
+    assert log.log_end_offset == 1

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from crc32c import crc32c
 
 from samsa.records.batch import Attr, BatchHeader, read_header
 from samsa.records.record import RecordInput, encode_batch
@@ -164,6 +165,42 @@ def test_unknown_producer_accepts_any_sequence(leader: Leader, state: ProducerSt
     with pytest.raises(OutOfOrderSequenceError):
         state.check(hdr(44, epoch=3))
     assert state.check(hdr(43, epoch=3)) is None
+
+
+def test_a_log_that_knows_every_producer_wants_a_new_one_at_sequence_zero(
+        leader: Leader, state: ProducerStateManager) -> None:
+    # its first batches did not arrive (refused by a leader that was not one yet): the ones
+    # after them are refused too, so that the client sends them all again
+    with pytest.raises(OutOfOrderSequenceError, match="starts at sequence 0, not 3"):
+        state.begin(knows_every_producer=True).check(hdr(3))
+    assert state.begin(knows_every_producer=True).check(hdr(0, 3)) is None
+    assert state.begin(knows_every_producer=False).check(hdr(3)) is None  # as Kafka
+    leader.append(hdr(0, 3))
+    assert state.begin(knows_every_producer=True).check(hdr(3)) is None  # known: in order
+
+
+def test_after_an_expiry_an_unknown_producer_goes_on_at_any_sequence(
+        tmp_path: Path, leader: Leader, state: ProducerStateManager) -> None:
+    leader.append(hdr(0, 5, ts=BASE_TIME_MS))
+    assert state.remove_expired(BASE_TIME_MS + 86_400_000) == [PID]
+    # an idle producer back after its state expired: its sequence goes on where it was
+    assert state.begin(knows_every_producer=True).check(hdr(5)) is None
+    state.take_snapshot()
+    reopened = ProducerStateManager(tmp_path)
+    reopened.load(0, leader.next_offset)
+    assert reopened.expired_producers  # kept in the snapshot
+    assert reopened.begin(knows_every_producer=True).check(hdr(5)) is None
+
+
+def test_a_version_2_snapshot_may_have_lost_producers(tmp_path: Path) -> None:
+    # version 2 | CRC | count 0: written before the flags, read as "a producer may have expired"
+    body = b"\x00\x00\x00\x00"
+    (tmp_path / "00000000000000000004.snapshot").write_bytes(
+        b"\x00\x02" + crc32c(body).to_bytes(4, "big") + body)
+    manager = ProducerStateManager(tmp_path)
+    assert manager.load(0, 4) == 4
+    assert manager.expired_producers
+    assert manager.begin(knows_every_producer=True).check(hdr(9)) is None
 
 
 def test_headers_from_encoded_batches(state: ProducerStateManager) -> None:
