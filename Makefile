@@ -47,7 +47,17 @@ $(REFERENCE)/classpath.txt: $(REFERENCE_SOURCES)
 	mvn -q -B -f tests/reference/pom.xml package
 	printf '%s:%s\n' "$(CURDIR)/$(REFERENCE)/target/samsa-reference-1.jar" "$$(cat $(REFERENCE)/dependencies.txt)" > $@
 
-reference: apt $(REFERENCE)/classpath.txt
+# Spark's own Kafka connector (format("kafka")) for the Spark tests, pinned in its pom.xml: the
+# jars it needs beyond PySpark's, resolved by Maven; the tests' SparkSession loads this classpath.
+SPARK_KAFKA := build/spark-kafka
+
+$(SPARK_KAFKA)/classpath.txt: tests/spark/connector/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { \
+		echo "tests/spark needs Maven (mvn) for Spark's Kafka connector: 'make apt' installs Debian's $(MAVEN_PACKAGE)" >&2; exit 1; }
+	mvn -q -B -f tests/spark/connector/pom.xml initialize
+	touch $@
+
+reference: apt $(REFERENCE)/classpath.txt $(SPARK_KAFKA)/classpath.txt
 
 # Two workers, a test module each at a time (module fixtures stay whole): most of the suite's
 # time is spent waiting on brokers, ZooKeeper sessions and Spark, so two halve it. More would

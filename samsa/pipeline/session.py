@@ -6,6 +6,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,11 +26,13 @@ def spark_session(
     app: str = "samsa-pipeline",
     progress: bool = False,
     quiet: bool = False,
+    jars: Sequence[str] = (),
 ) -> SparkSession:
     """A SparkSession (Spark's UI off, UTC, loopback) that can read and write samsa topics.
 
     ``progress`` turns on Spark's console progress bar for the stages of long jobs; ``quiet``
     keeps the JVM's start-up lines and Spark's log off stderr (the progress bar still shows).
+    ``jars`` go on the JVM's classpath (``spark.jars``): Spark's own Kafka connector, say.
     """
     from pyspark.sql import SparkSession
 
@@ -49,6 +52,8 @@ def spark_session(
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
     )
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     if quiet and SparkSession.getActiveSession() is None:
         session = _with_filtered_child_stderr(builder.getOrCreate)
     else:

@@ -9,12 +9,12 @@ the names of their ``bin/`` scripts, and the driver's scenarios.
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import built
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,20 +100,8 @@ class Kafka:
 
 
 def build() -> str:
-    """The classpath, after ``make`` brought the build up to date (one test process at a time:
-    the xdist workers share build/reference)."""
-    BUILD.mkdir(parents=True, exist_ok=True)
-    make = shutil.which("make")
-    assert make is not None, "make is needed to build tests/reference (see the Makefile)"
-    with (BUILD / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = subprocess.run(
-            [make, "-s", "--no-print-directory", str(CLASSPATH.relative_to(ROOT))],
-            cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-    assert done.returncode == 0, (
-        f"building Kafka's Java client and tools (make reference) failed:\n"
-        f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    return CLASSPATH.read_text().strip()
+    """The classpath, after ``make`` brought the build up to date."""
+    return built.classpath(CLASSPATH, "Kafka's Java client and tools (make reference)")
 
 
 @pytest.fixture(scope="session")
