@@ -59,6 +59,15 @@ $(SPARK_KAFKA)/classpath.txt: tests/spark/connector/pom.xml
 
 reference: apt $(REFERENCE)/classpath.txt $(SPARK_KAFKA)/classpath.txt
 
+# Apache Kafka's broker for tests/differential, the release pinned in its pom.xml: Maven
+# resolves it into ~/.m2 and writes its classpath (the stamp; the tests' fixture runs this rule
+# too when it is stale).
+build/kafka-server/classpath.txt: tests/differential/kafka/pom.xml
+	mvn -q -B -f tests/differential/kafka/pom.xml initialize
+	touch $@
+
+reference: build/kafka-server/classpath.txt
+
 # Two workers, a test module each at a time (module fixtures stay whole): most of the suite's
 # time is spent waiting on brokers, ZooKeeper sessions and Spark, so two halve it. More would
 # crowd the timing of the failure tests on a 2-core machine.
