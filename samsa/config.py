@@ -342,6 +342,19 @@ TOPIC_KEYS: dict[str, Key] = {
         Key("unclean.leader.election.enable", Type.BOOLEAN, False,
             "Let a replica outside the ISR lead when no in-sync replica is left (records may "
             "be lost)."),
+        # Kafka 4.4's topic keys samsa takes and lists without acting on them.
+        Key("preallocate", Type.BOOLEAN, False,
+            "Kafka preallocates a new segment's file; accepted, no effect (samsa's segments "
+            "grow as they are written)."),
+        Key("segment.jitter.ms", Type.LONG, 0,
+            "Kafka subtracts a random jitter up to this from segment.ms; accepted, no effect "
+            "(segments roll at segment.ms).", at_least(0)),
+        Key("max.decompressed.message.bytes", Type.INT, 2147483639,
+            "Kafka 4.4's bound on a batch's decompressed size; accepted, no effect.",
+            at_least(0)),
+        Key("errors.deadletterqueue.group.enable", Type.BOOLEAN, False,
+            "Kafka 4.4's dead letter queue of share groups; accepted, no effect (samsa has no "
+            "share groups)."),
         *_compression_keys(default_doc=False),
         Key("leader.replication.throttled.replicas", Type.LIST, [],
             "Replicas whose fetches from their leader are throttled to "
@@ -1124,6 +1137,11 @@ class LogConfig:
     file_delete_delay_ms: int = TOPIC_KEYS["file.delete.delay.ms"].default
     min_insync_replicas: int = TOPIC_KEYS["min.insync.replicas"].default
     unclean_leader_election_enable: bool = TOPIC_KEYS["unclean.leader.election.enable"].default
+    preallocate: bool = TOPIC_KEYS["preallocate"].default
+    segment_jitter_ms: int = TOPIC_KEYS["segment.jitter.ms"].default
+    max_decompressed_message_bytes: int = TOPIC_KEYS["max.decompressed.message.bytes"].default
+    errors_deadletterqueue_group_enable: bool = (
+        TOPIC_KEYS["errors.deadletterqueue.group.enable"].default)
     message_format_version: str = TOPIC_KEYS["message.format.version"].default
     compression_type: str = TOPIC_KEYS["compression.type"].default
     compression_gzip_level: int = TOPIC_KEYS["compression.gzip.level"].default

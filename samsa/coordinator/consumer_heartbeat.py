@@ -739,7 +739,8 @@ class ConsumerGroupManager:
                 "client_id": m.subscription.client_id,
                 "client_host": m.subscription.client_host,
                 "subscribed_topic_names": list(m.subscription.topic_names),
-                "subscribed_topic_regex": m.subscription.topic_regex,
+                # Kafka's member keeps "" for "no regex"
+                "subscribed_topic_regex": m.subscription.topic_regex or "",
                 "assignment": described(m.current.assigned),
                 "target_assignment": described(group.target.get(m.member_id, {})),
                 "member_type": 0 if m.uses_classic_protocol else 1,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from samsa.cluster.topics import topic_name_problem
 from samsa.config import (
     BROKER_KEYS,
+    DEPRECATED,
     DYNAMIC_MODES,
     TOPIC_KEYS,
     BrokerConfig,
@@ -196,6 +197,8 @@ def topic_config_entries(
     for name, key in TOPIC_KEYS.items():
         if wanted is not None and name not in wanted:
             continue
+        if name in DEPRECATED and name not in overrides and wanted is None:
+            continue  # Kafka 4 removed it: listed only where a topic still sets it
         synonyms: list[dict[str, Any]] = []
         if name in overrides:
             synonyms.append(

@@ -41,14 +41,20 @@ READ_COMMITTED = 1
 TopicKey = uuid.UUID | str | None
 
 
+_UNKNOWN = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id})
+
+
 def _empty(index: int, error: ErrorCode, partition: Partition | None = None) -> dict[str, Any]:
+    """A partition's answer without records; without a partition, Kafka's answer for an
+    error (offsets -1)."""
     return {
         "partition_index": index,
         "error_code": error,
         "high_watermark": partition.high_watermark if partition else -1,
         "last_stable_offset": partition.last_stable_offset if partition else -1,
         "log_start_offset": partition.log.log_start_offset if partition else -1,
-        "aborted_transactions": None,
+        # Kafka's KafkaApis answers a partition it does not know with an empty list
+        "aborted_transactions": [] if error in _UNKNOWN else None,
         "preferred_read_replica": -1,
         "records": b"",
     }
@@ -186,9 +192,9 @@ class _FetchPlan:
                 p.fetch_offset, max(0, min(p.partition_max_bytes, remaining)),
                 max_offset=upper, min_one_batch=first,
             )
-        except KafkaError as exc:
-            result["error_code"] = exc.code
-            return result
+        except KafkaError as exc:  # OFFSET_OUT_OF_RANGE, say: Kafka's offsets are -1 then
+            return {**_empty(p.partition, exc.code),
+                    "aborted_transactions": result["aborted_transactions"]}
         if region is not None:
             result["records"] = region
             if throttled:

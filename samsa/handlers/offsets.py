@@ -78,7 +78,9 @@ async def list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> dict
                 offset, timestamp = _list_offset(partition, p.timestamp, read_committed,
                                                  replica)
                 result.update(offset=offset, timestamp=timestamp)
-                if offset >= 0:
+                if p.timestamp == LATEST:  # Kafka's Partition: the leader's current epoch
+                    result["leader_epoch"] = partition.leader_epoch
+                elif offset >= 0:
                     result["leader_epoch"] = partition.log.epoch_for_offset(offset)
             results.append(result)
         topics.append({"name": topic.name, "partitions": results})

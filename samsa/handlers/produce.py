@@ -32,6 +32,13 @@ if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads th
 log = logging.getLogger(__name__)
 
 _BATCH_LENGTH = struct.Struct(">i")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_UNKNOWN_LOG_START = frozenset({
+    ErrorCode.corrupt_message, ErrorCode.message_too_large, ErrorCode.record_list_too_large,
+    ErrorCode.kafka_storage_error, ErrorCode.not_leader_or_follower,
+    ErrorCode.unknown_topic_or_partition})
+# the client id of Kafka's own admin tools that may write to internal topics (AdminUtils)
+ADMIN_CLIENT_ID = "__admin_client"
 
 
 def _partition_result(
@@ -63,6 +70,12 @@ def _append(
     acks: int, waits: list[tuple[dict[str, Any], Partition, int]],
 ) -> dict[str, Any]:
     partition, error = ctx.server.replicas.leader_partition(topic, index)
+    if error is ErrorCode.unknown_topic_or_partition or partition is None and error is None:
+        return _partition_result(index, ErrorCode.unknown_topic_or_partition)
+    if topic in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+        # the coordinators' own logs: only they write there (Kafka's ReplicaManager)
+        return _partition_result(index, ErrorCode.invalid_topic_exception,
+                                 message=f"Cannot append to internal topic {topic}")
     if error is not None or partition is None:
         return _partition_result(index, error or ErrorCode.unknown_topic_or_partition)
     if partition.replicated:
@@ -99,8 +112,10 @@ def _append(
     except KafkaError as exc:
         if ctx.server.metrics is not None:
             ctx.server.metrics.topics.produce_failed(topic, len(records), exc.code in _REJECTED)
+        # Kafka's ReplicaManager answers the log start offset with every refusal but these
+        log_start = -1 if exc.code in _UNKNOWN_LOG_START else partition.log.log_start_offset
         return _partition_result(
-            index, exc.code, log_start=partition.log.log_start_offset, message=str(exc),
+            index, exc.code, log_start=log_start, message=str(exc),
             record_errors=exc.errors if isinstance(exc, RecordErrors) else [],
         )
     result = _partition_result(

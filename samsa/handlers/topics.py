@@ -232,7 +232,7 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> di
             continue
         budget -= partitions
         taken[_collision_key(name)] = name
-        topic_id = None
+        topic_id = uuid.uuid4()  # validate_only: Kafka answers an id too (of no topic)
         manual: dict[int, list[int]] = {
             a.partition_index: [int(b) for b in a.broker_ids] for a in topic.assignments or ()}
         factor = (len(next(iter(manual.values()))) if manual

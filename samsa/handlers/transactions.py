@@ -243,8 +243,8 @@ async def describe_transactions(
         if meta is None:
             states.append({"error_code": ErrorCode.transactional_id_not_found,
                            "transactional_id": txn_id, "transaction_state": "",
-                           "transaction_timeout": 0, "transaction_start_time": -1,
-                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+                           "transaction_timeout": 0, "transaction_start_time": 0,
+                           "producer_id": 0, "producer_epoch": 0, "topics": []})
             continue
         topics: dict[str, list[int]] = {}
         for topic, p in sorted(meta.partitions):

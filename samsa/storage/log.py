@@ -435,8 +435,10 @@ class Log:
             if duplicate is not None:
                 if len(headers) > 1:
                     raise InvalidRecordError("a duplicate batch inside a multi-batch append")
-                append_ts = duplicate.timestamp if append_time >= 0 else -1
-                return AppendInfo(duplicate.first_offset, duplicate.last_offset, append_ts,
+                # Kafka answers the original's max timestamp as the log append time, whatever
+                # the topic's timestamp type
+                return AppendInfo(duplicate.first_offset, duplicate.last_offset,
+                                  duplicate.timestamp,
                                   self.log_start_offset, headers, True)
 
         first = offset = self.log_end_offset

@@ -17,7 +17,7 @@ from pathlib import Path
 from kafka_frames import FrameClient
 
 from .brokers import ROOT, kafka_broker, samsa_broker
-from .differences import BUGS, DELIBERATE, Difference
+from .differences import DELIBERATE, Difference
 
 DOC = ROOT / "docs" / "compatibility.md"
 KAFKA_VERSION = "4.4.0"
@@ -176,8 +176,7 @@ def _listed(differences: dict[tuple[str, str], Difference]) -> str:
 
 def generated(kafka: Versions, samsa: Versions) -> dict[str, str]:
     """The document's generated parts, by marker name."""
-    return {"api-table": table(kafka, samsa), "deliberate": _listed(DELIBERATE),
-            "bugs": _listed(BUGS)}
+    return {"api-table": table(kafka, samsa), "deliberate": _listed(DELIBERATE)}
 
 
 def _marked(name: str) -> re.Pattern[str]:
@@ -187,7 +186,7 @@ def _marked(name: str) -> re.Pattern[str]:
 def parts(text: str) -> dict[str, str]:
     """The generated parts found in the document's text."""
     found = {}
-    for name in ("api-table", "deliberate", "bugs"):
+    for name in ("api-table", "deliberate"):
         match = _marked(name).search(text)
         assert match is not None, f"docs/compatibility.md has no generated part {name!r}"
         found[name] = match.group(2)

@@ -18,7 +18,7 @@ import pytest
 
 from . import api_table, scenarios
 from .brokers import kafka_broker, samsa_broker
-from .differences import BUGS, DELIBERATE, Difference, covers
+from .differences import DELIBERATE, Difference, covers
 from .normalize import diff, plain
 
 pytestmark = pytest.mark.timeout(240)
@@ -61,9 +61,8 @@ def test_scenario(results: Callable[[str], tuple[Steps, Steps]], name: str) -> N
     for step, expected in kafka.items():
         found = diff(expected, samsa[step])
         deliberate = DELIBERATE.get((name, step))
-        bug = BUGS.get((name, step))
         for path, difference in found:
-            if not _explained(path, deliberate, bug):
+            if not _explained(path, deliberate):
                 unexplained.append(f"[{step}] {path}: {difference}")
         if deliberate is not None:
             for field in deliberate.fields:
@@ -73,21 +72,8 @@ def test_scenario(results: Callable[[str], tuple[Steps, Steps]], name: str) -> N
 
 
 def test_every_listed_step_exists(results: Callable[[str], tuple[Steps, Steps]]) -> None:
-    for scenario, step in (*DELIBERATE, *BUGS):
+    for scenario, step in DELIBERATE:
         assert step in results(scenario)[0], f"no step {step!r} in scenario {scenario!r}"
-
-
-@pytest.mark.parametrize(("name", "step"), [
-    pytest.param(name, step, marks=pytest.mark.xfail(strict=True, reason=bug.reason),
-                 id=f"{name}: {step}")
-    for (name, step), bug in BUGS.items()])
-def test_known_bug(results: Callable[[str], tuple[Steps, Steps]], name: str, step: str) -> None:
-    """Fails while the bug is there; passes (and so fails strictly) once it is fixed."""
-    kafka, samsa = results(name)
-    bug = BUGS[(name, step)]
-    left = [f"{path}: {d}" for path, d in diff(kafka[step], samsa[step])
-            if _explained(path, bug)]
-    assert not left, "\n".join(left)
 
 
 def test_compatibility_doc(brokers: tuple[str, str]) -> None:
