@@ -14,7 +14,7 @@ APT_PACKAGES := kcat libzookeeper-java iptables libfuse2
 JDK_PACKAGE := openjdk-17-jdk-headless
 MAVEN_PACKAGE := maven
 
-.PHONY: setup apt reference run test lint fuzz fuzz-merge demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster bench-security bench-metrics clean import-graph chaos
+.PHONY: setup apt go-check reference run test lint fuzz fuzz-merge demo bench bench-groups bench-spark bench-cleaner bench-storage bench-txn bench-cluster bench-security bench-metrics clean import-graph chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,16 +57,24 @@ $(SPARK_KAFKA)/classpath.txt: tests/spark/connector/pom.xml
 	mvn -q -B -f tests/spark/connector/pom.xml initialize
 	touch $@
 
-reference: apt $(REFERENCE)/classpath.txt $(SPARK_KAFKA)/classpath.txt
-
 # Apache Kafka's broker for tests/differential, the release pinned in its pom.xml: Maven
 # resolves it into ~/.m2 and writes its classpath (the stamp; the tests' fixture runs this rule
 # too when it is stale).
-build/kafka-server/classpath.txt: tests/differential/kafka/pom.xml
+KAFKA_SERVER := build/kafka-server
+
+$(KAFKA_SERVER)/classpath.txt: tests/differential/kafka/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { \
+		echo "tests/differential needs Maven (mvn) for Apache Kafka's broker: 'make apt' installs Debian's $(MAVEN_PACKAGE)" >&2; exit 1; }
 	mvn -q -B -f tests/differential/kafka/pom.xml initialize
 	touch $@
 
-reference: build/kafka-server/classpath.txt
+# franz-go's suite (tests/compat) is built with Go 1.26 (its go.mod); Debian's golang-go is
+# 1.19, too old to build it or to fetch a newer toolchain, so Go is named, not installed.
+go-check:
+	@command -v go >/dev/null 2>&1 || { \
+		echo "tests/compat needs Go 1.26 or later on the PATH (Debian's golang-go is too old): https://go.dev/dl/" >&2; exit 1; }
+
+reference: apt go-check $(REFERENCE)/classpath.txt $(SPARK_KAFKA)/classpath.txt $(KAFKA_SERVER)/classpath.txt
 
 # Two workers, a test module each at a time (module fixtures stay whole): most of the suite's
 # time is spent waiting on brokers, ZooKeeper sessions and Spark, so two halve it. More would

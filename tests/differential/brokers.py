@@ -9,11 +9,9 @@ output is missing or older than the pom, as tests/reference does.
 from __future__ import annotations
 
 import base64
-import fcntl
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -21,13 +19,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import built
 from kafka_frames import FrameClient
 from waiting import wait_for
 
 import samsa
 from samsa.tools.cluster import die_with_parent
+from samsa.tools.zookeeper_server import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = built.ROOT
 BUILD = ROOT / "build" / "kafka-server"
 CLASSPATH = BUILD / "classpath.txt"
 START_TIMEOUT_S = 120
@@ -56,27 +56,8 @@ JVM_OPTIONS = [
 
 
 def kafka_classpath() -> str:
-    """Kafka's jars, after ``make`` brought build/kafka-server up to date (one test process at
-    a time: xdist workers share the build directory)."""
-    BUILD.mkdir(parents=True, exist_ok=True)
-    make = shutil.which("make")
-    assert make is not None, "make is needed to resolve Kafka's jars (see the Makefile)"
-    with (BUILD / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = subprocess.run(
-            [make, "-s", "--no-print-directory", str(CLASSPATH.relative_to(ROOT))],
-            cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-    assert done.returncode == 0, (
-        f"resolving Apache Kafka's broker with Maven (make reference) failed:\n"
-        f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    return CLASSPATH.read_text().strip()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """Kafka's jars, after ``make`` brought build/kafka-server up to date."""
+    return built.classpath(CLASSPATH, "Apache Kafka's broker (make reference)")
 
 
 def _answers_api_versions(address: str) -> bool:
@@ -100,7 +81,7 @@ def kafka_broker(directory: Path) -> Iterator[str]:
     java = shutil.which("java")
     assert java is not None, "a Java runtime is needed (make apt installs one)"
     classpath = kafka_classpath()
-    port, controller_port = _free_port(), _free_port()
+    port, controller_port = free_port(), free_port()
     directory.mkdir(parents=True, exist_ok=True)
     data = directory / "data"
     properties = {
