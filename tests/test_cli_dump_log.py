@@ -52,7 +52,7 @@ BATCHES = [
     ([RecordInput(b"gz" * 50, b"k3", T0 + 10)], {"compression_type": Compression.GZIP}),
     (
         [RecordInput(b"idem", b"k4", T0 + 20), RecordInput(b"idem2", b"k5", T0 + 19)],
-        {"producer_id": 4242, "producer_epoch": 3, "base_sequence": 17},
+        {"producer_id": 4242, "producer_epoch": 3, "base_sequence": 0},
     ),
     (
         [RecordInput(b"txn", b"k6", T0 + 30)],
@@ -142,7 +142,7 @@ def test_one_line_per_batch(tmp_path: Path) -> None:
     assert got[1]["compresscodec"] == "gzip"
     assert got[3]["compresscodec"] == "zstd"
     assert got[3]["isTransactional"] == "true"
-    assert got[2]["producerId"] == "4242" and got[2]["baseSequence"] == "17"
+    assert got[2]["producerId"] == "4242" and got[2]["baseSequence"] == "0"
     assert {g["partitionLeaderEpoch"] for g in got} == {"6"}
 
 

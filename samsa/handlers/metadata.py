@@ -23,7 +23,7 @@ from samsa.handlers.authz import (
     authorized_operations,
     cluster_operations,
 )
-from samsa.handlers.context import RequestContext
+from samsa.handlers.context import Broker, RequestContext
 from samsa.handlers.registry import api
 from samsa.security.acl import AclOperation, ResourceType
 
@@ -106,6 +106,22 @@ def _error_entry(
             "partitions": [], "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
 
 
+def _auto_create(server: Broker, name: str) -> Topic | None:
+    """A topic Metadata creates: an internal one as its coordinator makes it (compacted, its
+    own partition count), as Kafka's AutoTopicCreationManager does; None while a cluster's
+    brokers have not seen it yet."""
+    if name == OFFSETS_TOPIC:
+        assert server.group_coordinator is not None
+        server.group_coordinator.ensure_offsets_topic()
+    elif name == TXN_STATE_TOPIC:
+        assert server.txn_coordinator is not None
+        server.txn_coordinator.ensure_topic()
+    else:
+        return server.topic_admin.create_topic(name, server.config.get("num.partitions"))
+    assert server.topics is not None
+    return server.topics.get(name)
+
+
 def _may_create(ctx: RequestContext, name: str) -> bool:
     """Auto-creation needs CREATE on the cluster or on the topic."""
     return (authorize_cluster(ctx, AclOperation.CREATE)
@@ -168,9 +184,10 @@ async def metadata(ctx: RequestContext, request: MetadataRequest) -> dict[str, A
                     entries.append(_error_entry(name, TOPIC_DENIED))
                     continue
                 try:
-                    topic = server.topic_admin.create_topic(
-                        name, server.config.get("num.partitions"))
+                    topic = _auto_create(server, name)
                 except KafkaError:  # cluster mode: created meanwhile, not seen here yet
+                    topic = None
+                if topic is None:
                     entries.append(_error_entry(name, ErrorCode.leader_not_available))
                     continue
             entries.append(topic_entry(ctx, topic, operations, reachable))
@@ -200,10 +217,10 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]
         ensure = groups.ensure_offsets_topic
     else:
         topic, partitions, ensure = TXN_STATE_TOPIC, txns.num_partitions, txns.ensure_topic
+    ensure()  # Kafka creates the internal topic when its coordinator is first looked for
     node, why = server.topic_admin.coordinator_node(topic, partition_for(key, partitions),
                                                     ctx.listener_name)
     if node is None:
-        ensure()
         return {**_NO_NODE, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": why}
     return {"node_id": node.node_id, "host": node.host, "port": node.port,
