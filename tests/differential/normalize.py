@@ -16,6 +16,7 @@ import datetime
 import enum
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -117,35 +118,32 @@ def _item_key(items: list[Any]) -> str | None:
 _MISSING = object()
 
 
+def _diff_by_key(kafka: dict[Any, Any], samsa: dict[Any, Any],
+                 path_of: Callable[[Any], str]) -> list[tuple[str, str]]:
+    """The differences of two mappings, entry by entry (Kafka's order, then samsa's extra)."""
+    out = []
+    for k in list(kafka) + [k for k in samsa if k not in kafka]:
+        sub = path_of(k)
+        if k not in samsa:
+            out.append((sub, f"kafka={kafka[k]!r} samsa=<absent>"))
+        elif k not in kafka:
+            out.append((sub, f"kafka=<absent> samsa={samsa[k]!r}"))
+        else:
+            out += diff(kafka[k], samsa[k], sub)
+    return out
+
+
 def diff(kafka: Any, samsa: Any, path: str = "") -> list[tuple[str, str]]:
     """Where two normalized values differ: (path, ``kafka=... samsa=...``) for each place,
     paths such as ``topics[name=t].partitions[partition_index=0].error_code``."""
     if isinstance(kafka, dict) and isinstance(samsa, dict):
-        out = []
-        for k in list(kafka) + [k for k in samsa if k not in kafka]:
-            sub = f"{path}.{k}" if path else str(k)
-            if k not in samsa:
-                out.append((sub, f"kafka={kafka[k]!r} samsa=<absent>"))
-            elif k not in kafka:
-                out.append((sub, f"kafka=<absent> samsa={samsa[k]!r}"))
-            else:
-                out += diff(kafka[k], samsa[k], sub)
-        return out
+        return _diff_by_key(kafka, samsa, lambda k: f"{path}.{k}" if path else str(k))
     if isinstance(kafka, list) and isinstance(samsa, list):
         key = _item_key(kafka)
         if key is not None and key == _item_key(samsa):
-            kafka_items = {repr(i[key]): i for i in kafka}
-            samsa_items = {repr(i[key]): i for i in samsa}
-            out = []
-            for k in list(kafka_items) + [k for k in samsa_items if k not in kafka_items]:
-                sub = f"{path}[{key}={k.strip(chr(39))}]"
-                if k not in samsa_items:
-                    out.append((sub, f"kafka={kafka_items[k]!r} samsa=<absent>"))
-                elif k not in kafka_items:
-                    out.append((sub, f"kafka=<absent> samsa={samsa_items[k]!r}"))
-                else:
-                    out += diff(kafka_items[k], samsa_items[k], sub)
-            return out
+            return _diff_by_key({repr(i[key]): i for i in kafka},
+                                {repr(i[key]): i for i in samsa},
+                                lambda k: f"{path}[{key}={k.strip(chr(39))}]")
         if len(kafka) != len(samsa):
             return [(path, f"kafka has {len(kafka)} items, samsa {len(samsa)}:"
                            f"\n    kafka={kafka!r}\n    samsa={samsa!r}")]
