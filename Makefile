@@ -125,7 +125,7 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/samsa pipeline demo --workdir demo
 
-bench: setup
+bench: setup $(KAFKA_SERVER)/classpath.txt
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/broker_bench.py
 
