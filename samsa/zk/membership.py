@@ -41,6 +41,8 @@ class ClusterMembership:
         self._endpoints: tuple[Endpoint, ...] = ()
         self._closed = False
         self._session_lost = False
+        self._refreshing = False  # a read of the live brokers is under way
+        self._refresh_again = False  # they changed meanwhile: read them once more
         self.zk.session_listeners.append(self._on_session_state)
         # called on the loop when this broker wins an election (epoch, fence) or loses it
         self.on_controllership: Callable[[tuple[int, int] | None], None] | None = None
@@ -141,14 +143,25 @@ class ClusterMembership:
             self._loop.call_soon_threadsafe(self._refresh_brokers)
 
     def _refresh_brokers(self) -> None:
+        """Read the live brokers again, one read at a time: two reads on the executor's
+        threads can finish out of order, and an older list landing last stayed until the next
+        registration (brokers registering together at a cluster's start left a broker out of
+        another's Metadata). A change seen during a read is read again after it."""
         if self._closed:
             return
+        if self._refreshing:
+            self._refresh_again = True
+            return
         assert self._loop is not None
+        self._refreshing, self._refresh_again = True, False
         task = self._loop.run_in_executor(None, self.zk.live_brokers)
 
         def done(f: asyncio.Future[dict[int, BrokerInfo]]) -> None:
+            self._refreshing = False
             if not f.cancelled() and f.exception() is None:
                 self.brokers = f.result()
+            if self._refresh_again:
+                self._refresh_brokers()
 
         task.add_done_callback(done)
 
