@@ -23,6 +23,7 @@ from samsa.errors import CloseConnection, ErrorCode, KafkaError, RecordErrors
 from samsa.handlers.authz import authorize, unauthorized
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import api
+from samsa.handlers.topics import INTERNAL_TOPICS
 from samsa.records.batch import HEADER_SIZE, LOG_OVERHEAD, Attr, read_header
 from samsa.security.acl import AclOperation, ResourceType
 
@@ -32,7 +33,6 @@ if TYPE_CHECKING:  # kio's request classes: annotations only, the codec loads th
 log = logging.getLogger(__name__)
 
 _BATCH_LENGTH = struct.Struct(">i")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _UNKNOWN_LOG_START = frozenset({
     ErrorCode.corrupt_message, ErrorCode.message_too_large, ErrorCode.record_list_too_large,
     ErrorCode.kafka_storage_error, ErrorCode.not_leader_or_follower,
