@@ -19,6 +19,10 @@ _JVM_START_NOISE = re.compile(
     rb"Setting default log level to|To adjust logging level use|WARN NativeCodeLoader:|"
     rb"WARN Utils: (?:Your hostname|Set SPARK_LOCAL_IP)"
 )
+# A PySpark worker daemon's traceback when the JVM it serves has gone (see StderrNoiseFilter).
+_WORKER_TEARDOWN = re.compile(
+    rb"pyspark[/\\]daemon\.py.*\n(?:BrokenPipeError|ConnectionResetError)[^\n]*\n?\Z", re.S
+)
 
 
 def spark_session(
@@ -85,14 +89,48 @@ def _with_filtered_child_stderr(start: object) -> SparkSession:
 
 
 def _forward(read_end: int, out: int) -> None:
-    pending = b""
+    noise = StderrNoiseFilter()
     while chunk := os.read(read_end, 65536):
-        pending += chunk
-        # lines end with \n; the progress bar redraws itself with \r
-        *pieces, pending = re.split(rb"(?<=[\r\n])", pending)
-        kept = b"".join(p for p in pieces if not _JVM_START_NOISE.search(p))
-        if kept:
+        if kept := noise.feed(chunk):
             os.write(out, kept)
-    if pending and not _JVM_START_NOISE.search(pending):
-        os.write(out, pending)
+    if kept := noise.close():
+        os.write(out, kept)
     os.close(read_end)
+
+
+class StderrNoiseFilter:
+    """What the JVM and its Python workers write on stderr, less what a user has no use for:
+    the start-up lines, and the traceback a PySpark worker daemon prints when the JVM closes
+    its socket as a failed job's session stops (``BrokenPipeError`` in ``pyspark/daemon.py``),
+    which would come before, and bury, the command's one-line error.
+
+    Lines end with ``\\n``; the progress bar redraws itself with ``\\r``. A traceback is held
+    until its last line (the first that is not indented) and dropped only if it is that one.
+    """
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._traceback: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> bytes:
+        self._pending += chunk
+        *pieces, self._pending = re.split(rb"(?<=[\r\n])", self._pending)
+        return b"".join(self._line(p) for p in pieces)
+
+    def close(self) -> bytes:
+        """What is left at the end of the stream: a partial line, an unfinished traceback."""
+        rest = b"".join(self._traceback) + self._pending
+        self._traceback, self._pending = [], b""
+        return b"" if _JVM_START_NOISE.search(rest) else rest
+
+    def _line(self, line: bytes) -> bytes:
+        if self._traceback:
+            self._traceback.append(line)
+            if line[:1] in (b" ", b"\t"):
+                return b""
+            block, self._traceback = b"".join(self._traceback), []
+            return b"" if _WORKER_TEARDOWN.search(block) else block
+        if line.startswith(b"Traceback (most recent call last):"):
+            self._traceback = [line]
+            return b""
+        return b"" if _JVM_START_NOISE.search(line) else line
