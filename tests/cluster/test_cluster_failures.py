@@ -24,6 +24,7 @@ import pytest
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
+    KafkaError,
     KafkaException,
     Producer,
 )
@@ -459,7 +460,7 @@ class GroupMember:
         try:
             self.consumer.commit(asynchronous=False)
         except KafkaException as exc:
-            if exc.args[0].code() != -174:  # _NO_OFFSET: nothing consumed since
+            if exc.args[0].code() != KafkaError._NO_OFFSET:  # nothing consumed since
                 self.commit_errors.append(str(exc))
                 return False
         self.commits += 1
