@@ -61,8 +61,8 @@ _NULL_AS = {"string": "", "bytes": b""}
 
 
 @cache
-def _plan(cls: type) -> _Plan:
-    plan: _Plan = []
+def plan(cls: type) -> _Plan:
+    steps: _Plan = []
     for f in fields(cls):
         nested, many = None, False
         tp = f.type
@@ -83,14 +83,14 @@ def _plan(cls: type) -> _Plan:
         converter = _CONVERTERS.get(kafka_type)
         has_default = f.default is not MISSING or f.default_factory is not MISSING
         null_as = None if nullable else _NULL_AS.get(kafka_type)
-        plan.append((f.name, nested, many, converter, has_default, null_as))
-    return plan
+        steps.append((f.name, nested, many, converter, has_default, null_as))
+    return steps
 
 
 def build(cls: type, data: Mapping[str, Any]) -> Any:
     """An instance of the kio entity ``cls`` from ``data`` (see the module docstring)."""
     kwargs: dict[str, Any] = {}
-    for name, nested, many, converter, has_default, null_as in _plan(cls):
+    for name, nested, many, converter, has_default, null_as in plan(cls):
         if name not in data:
             if not has_default and many:
                 kwargs[name] = ()

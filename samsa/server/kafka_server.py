@@ -44,12 +44,11 @@ from samsa.handlers import load_handlers
 from samsa.handlers.context import RequestContext
 from samsa.handlers.registry import APIS
 from samsa.metrics import BrokerMetrics
-from samsa.protocol import build
+from samsa.protocol import response_writer
 from samsa.protocol.codec import (
     MalformedRequestError,
     Request,
     decode_request,
-    encode_response,
     peek_key_and_version,
 )
 from samsa.protocol.fast import FAST_RESPONSES, encode_fast
@@ -667,7 +666,7 @@ class KafkaServer:
         key, version = request.api_key, request.api_version
         if key in FAST_RESPONSES:
             return [encode_fast(key, version, request.correlation_id, data)]
-        return encode_response(request.correlation_id, build.response(key, version, data))
+        return response_writer.encode(key, version, request.correlation_id, data)
 
     @staticmethod
     def _supported(key: int, version: int) -> bool:
@@ -687,7 +686,7 @@ class KafkaServer:
             "api_keys": [{"api_key": api.key, "min_version": api.min_version,
                           "max_version": api.max_version}],
         }
-        return encode_response(correlation_id, build.response(API_VERSIONS_KEY, 0, data))
+        return response_writer.encode(API_VERSIONS_KEY, 0, correlation_id, data)
 
     # --- topics -----------------------------------------------------------------------------------
 

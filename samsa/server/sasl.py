@@ -41,12 +41,11 @@ from typing import Any, Protocol
 
 from samsa.errors import CloseConnection, ErrorCode
 from samsa.handlers.registry import APIS
-from samsa.protocol import build
+from samsa.protocol import response_writer
 from samsa.protocol.codec import (
     MalformedRequestError,
     Request,
     decode_request,
-    encode_response,
     peek_key_and_version,
 )
 from samsa.security.principal import USER_TYPE, KafkaPrincipal
@@ -298,8 +297,8 @@ class SaslServerAuthenticator:
 
     @staticmethod
     def _respond(request: Request, data: dict[str, Any]) -> list[Any]:
-        return encode_response(request.correlation_id,
-                               build.response(request.api_key, request.api_version, data))
+        return response_writer.encode(request.api_key, request.api_version,
+                                      request.correlation_id, data)
 
     def _client_message(self, exc: SaslError) -> str:
         if isinstance(exc, SaslAuthenticationError):
