@@ -11,6 +11,7 @@ GroupMetadataValue v3. We read every version. Broken or unknown data raises Corr
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -327,6 +328,7 @@ def decode_group_value(data: bytes | None) -> GroupValue | None:
 # -- partition choice --------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)  # every request of a group asks again
 def _java_hash(s: str) -> int:
     """Java's String.hashCode as an unsigned 32-bit value: over UTF-16 code units."""
     units = s.encode("utf-16-be", "surrogatepass")

@@ -313,8 +313,11 @@ def encode(api_key: int, version: int, correlation_id: int, data: Any) -> list[A
     cls, flexible_header = _header(api_key, version)
     out: list[Any] = [_I32.pack(correlation_id) + (b"\x00" if flexible_header else b"")]
     compiled(cls)(out, data)
-    if all(isinstance(c, (bytes, bytearray, memoryview)) for c in out):
+    try:
         body = b"".join(out)
+    except TypeError:  # a file region among the chunks
+        pass
+    else:
         return [_I32.pack(len(body)) + body]
     chunks: list[Any] = []
     run: list[Any] = []

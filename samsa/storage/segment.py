@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -33,6 +34,7 @@ TIME_INDEX_SUFFIX = ".timeindex"
 INT32_MAX = 2**31 - 1
 _FIRST_SCAN_CHUNK = 4 * 1024
 _SCAN_CHUNK = 64 * 1024
+_RECENT_BATCHES = 256  # the batches appended lately whose positions a segment keeps
 _IOV_MAX = 1024
 
 
@@ -74,6 +76,11 @@ class LogSegment:
         self.created_ms = created_ms
         self.next_offset = base_offset  # offset after the last batch; known for the active one
         self.deleted = False
+        # Where the batches appended lately start (base offsets ascending): consumers at the
+        # end of the log ask for them, and the sparse index would have a fetch read every
+        # batch header from its last entry on.
+        self._recent_bases: list[int] = []
+        self._recent_positions: list[int] = []
 
     # --- loading ----------------------------------------------------------------------------
 
@@ -131,6 +138,7 @@ class LogSegment:
         tail. Returns the number of bytes truncated."""
         self.index.clear()
         self.time_index.clear()
+        self._forget_recent()
         self.bytes_since_last_index_entry = 0
         self.max_timestamp = self.offset_of_max_timestamp = -1
         self.first_batch_timestamp = None
@@ -204,9 +212,14 @@ class LogSegment:
                headers: Sequence[BatchHeader]) -> None:
         """Write stamped batches (``headers`` carry the offsets assigned to them)."""
         position = self.size
+        bases, positions = self._recent_bases, self._recent_positions
         for header in headers:
             self._track(header, position)
+            bases.append(header.base_offset)
+            positions.append(position)
             position += header.size
+        if len(bases) > 2 * _RECENT_BATCHES:
+            del bases[:-_RECENT_BATCHES], positions[:-_RECENT_BATCHES]
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = headers[0].max_timestamp
         _writev_all(self.fd, iov, position - self.size)
@@ -241,7 +254,12 @@ class LogSegment:
 
     def translate(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset``, or None past this segment."""
-        for pos, header in self.scan(self.index.lookup(offset)):
+        bases = self._recent_bases
+        if bases and offset >= bases[0]:
+            start = self._recent_positions[bisect_right(bases, offset) - 1]
+        else:
+            start = self.index.lookup(offset)
+        for pos, header in self.scan(start):
             if header.last_offset >= offset:
                 return pos, header
         return None
@@ -289,6 +307,7 @@ class LogSegment:
         """Drop every batch that starts at or after ``position``."""
         os.ftruncate(self.fd, position)
         self.size = position
+        self._forget_recent()
         self.next_offset = next_offset
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(next_offset)
@@ -301,6 +320,10 @@ class LogSegment:
         if position == 0:
             self.created_ms = now_ms
         self.load_tail()
+
+    def _forget_recent(self) -> None:
+        self._recent_bases.clear()
+        self._recent_positions.clear()
 
     def rename_dir(self, directory: Path) -> None:
         """Its directory was renamed: the files are open still, their paths change."""
