@@ -118,24 +118,30 @@ class _Peer:
 
 _PEER: Any = _Peer()
 _broker: _Broker | None = None
+_saved_level: int | None = None  # the "samsa" logger's level before the broker quieted it
 
 
 def broker() -> _Broker:
-    global _broker
+    global _broker, _saved_level
     if _broker is None:
-        logging.getLogger("samsa").setLevel(logging.CRITICAL)  # refusals are routine here
+        samsa_log = logging.getLogger("samsa")
+        _saved_level = samsa_log.level
+        samsa_log.setLevel(logging.CRITICAL)  # refusals are routine here
         _broker = _Broker()
     return _broker
 
 
 def close() -> None:
     """Stop the broker (the tests call this; a fuzzing process just exits)."""
-    global _broker
+    global _broker, _saved_level
     if _broker is not None:
         _broker.loop.run_until_complete(_broker.server.stop())
         _broker.loop.close()
         shutil.rmtree(_broker.dir, ignore_errors=True)
         _broker = None
+    if _saved_level is not None:  # the tests that run next in this process log as before
+        logging.getLogger("samsa").setLevel(_saved_level)
+        _saved_level = None
 
 
 def _check_response(frame: bytes, chunks: list[Any]) -> None:

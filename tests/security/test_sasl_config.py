@@ -113,7 +113,7 @@ def test_gssapi_is_refused_with_what_to_do(caplog: pytest.LogCaptureFixture) -> 
     with pytest.raises(ConfigError, match="samsa has no GSSAPI") as error:
         sasl_of({})  # Kafka's default
     assert "sasl.enabled.mechanisms" in str(error.value) and "PLAIN" in str(error.value)
-    caplog.set_level(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="samsa.security.sasl.listener")
     assert sasl_of({"sasl.enabled.mechanisms": "GSSAPI,SCRAM-SHA-256"}).mechanisms == (
         "SCRAM-SHA-256",)
     assert "GSSAPI is not offered" in caplog.text
