@@ -306,7 +306,12 @@ class Connection(asyncio.BufferedProtocol):
                         chunks = await auth.receive(frame)
                     else:
                         chunks = await self._dispatch(frame, self)
-                    if chunks is not None and not self._closing:
+                    if chunks is None or self._closing:
+                        pass
+                    elif len(chunks) == 1 and type(chunks[0]) is bytes:  # the usual answer
+                        self._out.append(chunks[0])
+                        self._out_bytes += len(chunks[0])
+                    else:
                         await self._queue_output(chunks)
                 finally:
                     self.busy = False
