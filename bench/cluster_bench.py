@@ -74,18 +74,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import logging
 import os
 import platform
+import pstats
 import shlex
 import shutil
 import signal
+import socket
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -96,7 +100,10 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
+from samsa.protocol.client import ClientCodec
+from samsa.records.record import RecordInput, encode_batch
 from samsa.tools.cluster import BrokerProcess, LocalCluster, die_with_parent
 from samsa.tools.zookeeper_server import free_port, port_in_use
 
@@ -107,7 +114,11 @@ WORKLOADS: dict[str, tuple[int, str, bool]] = {  # name: (replication factor, ac
     "rf1_acks1": (1, "1", False),
     "rf1_acksall": (1, "all", True),
     "rf3_acksall": (3, "all", True),
+    # fixed batches from a raw client (``batches``): the same requests whatever the timing
+    "rf1_batches": (1, "all", False),
+    "rf3_batches": (3, "all", False),
 }
+DEFAULT_WORKLOADS = ("rf1_acks1", "rf1_acksall", "rf3_acksall")
 BROKERS = 3
 PARTITIONS = 3
 VALUE_BYTES = 200
@@ -119,12 +130,17 @@ WARM_S = 2.0  # seconds of deliveries before the signal
 FAILOVER_MAX_S = 60.0  # beyond the session timeout: a round that takes longer is reported as such
 FAILOVER_FLUSH_S = 30.0
 FLUSH_GRACE = 5.0
+BATCH_RECORDS = 500
 START_TIMEOUT = 60.0
 READY_TIMEOUT = 30.0
 RESTART_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 SETUP_TIMEOUT = 10.0
 HOST = "127.0.0.1"
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROFILER = Path(__file__).resolve().parent / "profiled_broker.py"
+PROFILE_TIMEOUT = 30.0
+TOP_CALLS = 12  # functions listed per workload with --profile
 
 
 def log(text: str) -> None:
@@ -159,6 +175,37 @@ def free_ports() -> tuple[int, int]:
 
 
 @dataclass
+class BenchBroker(BrokerProcess):
+    """A broker of ``tree`` (its source first on PYTHONPATH), under cProfile when ``profile``
+    is set (``profiled_broker.py``: statistics on SIGUSR1 to ``<profile>.<n>.prof``)."""
+
+    tree: Path = PROJECT_DIR
+    profile: Path | None = None
+    dumps: int = 0
+
+    def command(self, zookeeper_connect: str, overrides: dict[str, str]) -> list[str]:
+        command = super().command(zookeeper_connect, overrides)  # python -m samsa.cli server
+        if self.profile is not None:
+            command = [command[0], str(PROFILER), str(self.profile), *command[3:]]
+        return ["env", f"PYTHONPATH={self.tree}", *command]  # env execs: the same pid
+
+    def profile_stats(self) -> pstats.Stats:
+        """The statistics so far (SIGUSR1, then the file it writes)."""
+        if self.profile is None or self.proc is None:
+            raise RuntimeError(f"broker {self.broker_id} is not profiled")
+        self.dumps += 1
+        path = Path(f"{self.profile}.{self.dumps}.prof")
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        deadline = time.perf_counter() + PROFILE_TIMEOUT
+        while not path.exists():
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"broker {self.broker_id} wrote no profile in"
+                                   f" {PROFILE_TIMEOUT:g} s")
+            time.sleep(0.02)
+        return pstats.Stats(str(path))
+
+
+@dataclass
 class ZkEvent:
     at: float  # perf_counter
     kind: str  # "ids", "state", "controller"
@@ -171,6 +218,7 @@ class Cluster:
 
     local: LocalCluster
     session_timeout_ms: int
+    name: str = "samsa"
     admin: AdminClient = field(init=False)
     events: list[ZkEvent] = field(default_factory=list)
     zk: Any = None
@@ -321,12 +369,17 @@ class Cluster:
         return []
 
 
-def start_cluster(parent: Path, session_timeout_ms: int) -> Cluster:
+def start_cluster(parent: Path, session_timeout_ms: int, name: str = "samsa",
+                  tree: Path = PROJECT_DIR, profile: bool = False) -> Cluster:
     base, zk_port = free_ports()
-    data_dir = parent / f"cluster-session-{session_timeout_ms}"
+    data_dir = parent / f"{name}-session-{session_timeout_ms}"
     data_dir.mkdir()
     local = LocalCluster(data_dir, BROKERS, base, zk_port,
                          {"zookeeper.session.timeout.ms": str(session_timeout_ms)})
+    local.members = [
+        BenchBroker(b.broker_id, b.port, b.log_dir, b.log_path, tree=tree,
+                    profile=data_dir / f"broker-{b.broker_id}-profile" if profile else None)
+        for b in local.members]
     t0 = time.perf_counter()
     try:
         local.start(START_TIMEOUT)
@@ -334,13 +387,14 @@ def start_cluster(parent: Path, session_timeout_ms: int) -> Cluster:
         with contextlib.suppress(Exception):
             local.stop()
         raise
-    cluster = Cluster(local, session_timeout_ms)
+    cluster = Cluster(local, session_timeout_ms, name)
     try:
         cluster.start_watching()
     except BaseException:
         cluster.stop()
         raise
-    log(f"cluster (zookeeper.session.timeout.ms={session_timeout_ms}): ZooKeeper "
+    log(f"cluster {name} ({tree}{', profiled' if profile else ''},"
+        f" zookeeper.session.timeout.ms={session_timeout_ms}): ZooKeeper "
         f"{cluster.zookeeper_version()} on {local.zookeeper_connect}, brokers "
         f"{local.bootstrap_servers} (pids {', '.join(map(str, cluster.pids()))}), up in "
         f"{time.perf_counter() - t0:.1f} s, controller {cluster.controller()}")
@@ -352,6 +406,8 @@ def start_cluster(parent: Path, session_timeout_ms: int) -> Cluster:
 
 def throughput(cluster: Cluster, workload: str, rep: int, args: argparse.Namespace
                ) -> dict[str, Any]:
+    if workload.endswith("_batches"):
+        return batches(cluster, workload, rep, args)
     replication, acks, idempotent = WORKLOADS[workload]
     topic = f"cluster-bench-{workload}-{rep}"
     topic_config = {"min.insync.replicas": str(MIN_INSYNC)} if replication > 1 else {}
@@ -380,6 +436,9 @@ def throughput(cluster: Cluster, workload: str, rep: int, args: argparse.Namespa
     produce, poll = producer.produce, producer.poll
     limit = args.messages
     sent = left = 0
+    profiled = [b for b in cluster.local.members
+                if isinstance(b, BenchBroker) and b.profile is not None]
+    stats0 = [b.profile_stats() for b in profiled]
     cpu0 = cluster.cpu_seconds()
     ours0, machine0 = cluster.ours_cpu_seconds(), machine_busy_seconds()
     start = time.perf_counter()
@@ -403,6 +462,7 @@ def throughput(cluster: Cluster, workload: str, rep: int, args: argparse.Namespa
         cpu1 = cluster.cpu_seconds()
         ours1, machine1 = cluster.ours_cpu_seconds(), machine_busy_seconds()
         failed_in_time = failed[0]
+        stats1 = [b.profile_stats() for b in profiled]
     finally:
         if left:
             producer.purge()
@@ -428,9 +488,154 @@ def throughput(cluster: Cluster, workload: str, rep: int, args: argparse.Namespa
         "leaders": leaders,
         "config": config,
     }
+    if profiled and delivered:
+        line.update(call_counts(stats0, stats1, delivered))
     if errors:
         line["first_errors"] = errors
     return line
+
+
+class _RawProducer:
+    """Produce v9 requests of one pre-encoded batch to one partition's leader over a socket,
+    one at a time (acks=all: each waits for the followers)."""
+
+    def __init__(self, port: int, topic: str, partition: int, batch: bytes) -> None:
+        self.sock = socket.create_connection((HOST, port), timeout=SETUP_TIMEOUT * 3)
+        self.codec = ClientCodec("cluster-bench")
+        self.frame, self.sent = self.codec.encode(0, 9, ProduceRequest(
+            transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=30),
+            topic_data=(TopicProduceData(name=topic, partition_data=(
+                PartitionProduceData(index=partition, records=batch),)),)))
+        self.acked = 0
+        self.error: str | None = None
+
+    def _read(self, size: int) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            chunk = self.sock.recv(size - len(data))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            data += chunk
+        return bytes(data)
+
+    def produce(self) -> None:
+        self.sock.sendall(self.frame)
+        answer = self._read(self.codec.frame_size(self._read(4)))
+        response = self.codec.decode(self.sent, answer)
+        code = response.responses[0].partition_responses[0].error_code
+        if code != 0:
+            raise RuntimeError(f"produce failed: {code!r}")
+        self.acked += 1
+
+    def run(self, count: int, stop_at: float) -> None:
+        try:
+            for _ in range(count):
+                self.produce()
+                if time.perf_counter() > stop_at:
+                    break
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def batches(cluster: Cluster, workload: str, rep: int, args: argparse.Namespace
+            ) -> dict[str, Any]:
+    """A fixed request stream: per partition, produce requests of one batch of
+    ``--batch-records`` records (no producer id), one at a time with acks=all, from a thread
+    per partition; the same batches whatever the brokers' speed, so that calls per message
+    do not depend on how the client batched."""
+    replication, _, _ = WORKLOADS[workload]
+    topic = f"cluster-bench-{workload}-{rep}"
+    topic_config = {"min.insync.replicas": str(MIN_INSYNC)} if replication > 1 else {}
+    cluster.create_topic(topic, replication, topic_config)
+    state = cluster.partitions(topic)
+    leaders = sorted(leader for leader, _, _ in state.values())
+    value = os.urandom(VALUE_BYTES)
+    batch = encode_batch([RecordInput(key=None, value=value, timestamp=int(time.time() * 1000))]
+                         * args.batch_records)
+    producers = [_RawProducer(cluster.broker(state[p][0]).port, topic, p, batch)
+                 for p in range(PARTITIONS)]
+    try:
+        for producer in producers:  # warm up: one request each
+            producer.produce()
+        per_partition = max(1, args.messages // args.batch_records // PARTITIONS)
+        profiled = [b for b in cluster.local.members
+                    if isinstance(b, BenchBroker) and b.profile is not None]
+        stats0 = [b.profile_stats() for b in profiled]
+        cpu0 = cluster.cpu_seconds()
+        ours0, machine0 = cluster.ours_cpu_seconds(), machine_busy_seconds()
+        start = time.perf_counter()
+        threads = [threading.Thread(target=p.run, args=(per_partition, start + args.seconds))
+                   for p in producers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        end = time.perf_counter()
+        cpu1 = cluster.cpu_seconds()
+        ours1, machine1 = cluster.ours_cpu_seconds(), machine_busy_seconds()
+        stats1 = [b.profile_stats() for b in profiled]
+    finally:
+        for producer in producers:
+            producer.close()
+    errors = [p.error for p in producers if p.error]
+    delivered = sum(p.acked - 1 for p in producers) * args.batch_records
+    seconds = end - start
+    hws = cluster.high_watermarks(topic)
+    line: dict[str, Any] = {
+        "messages": delivered,
+        "seconds": round(seconds, 3),
+        "msg_per_s": round(delivered / seconds, 1),
+        "mb_per_s": round(delivered * VALUE_BYTES / seconds / 1e6, 2),
+        "brokers_cpu_us_per_msg": round((cpu1 - cpu0) * 1e6 / delivered, 2) if delivered else None,
+        "others_cpu_pct": round(max(0.0, (machine1 - machine0) - (ours1 - ours0))
+                                * 100 / seconds, 1),
+        "failed": len(errors),
+        "high_watermarks": hws,
+        "hw_ok": sum(hws) == sum(p.acked for p in producers) * args.batch_records,
+        "replication_factor": replication,
+        "min_insync_replicas": MIN_INSYNC if replication > 1 else 1,
+        "leaders": leaders,
+        "config": {"acks": "all", "batch_records": args.batch_records, "in_flight": 1},
+    }
+    if profiled and delivered:
+        line.update(call_counts(stats0, stats1, delivered))
+    if errors:
+        line["first_errors"] = errors[:3]
+    return line
+
+
+def _label(func: tuple[str, int, str]) -> str:
+    filename, lineno, name = func
+    if filename == "~":  # a built-in
+        return name
+    parts = Path(filename).parts
+    where = "/".join(parts[parts.index("samsa"):]) if "samsa" in parts else Path(filename).name
+    return f"{where}:{lineno}({name})"
+
+
+def call_counts(before: list[pstats.Stats], after: list[pstats.Stats], messages: int
+                ) -> dict[str, Any]:
+    """Python function calls per message in the brokers between two profiles (all brokers
+    together), and the functions called most."""
+    calls: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    for b, a in zip(before, after, strict=True):
+        old = b.stats  # type: ignore[attr-defined]
+        for func, (_cc, nc, tt, _ct, _callers) in a.stats.items():  # type: ignore[attr-defined]
+            prev = old.get(func)
+            label = _label(func)
+            calls[label] += nc - (prev[1] if prev else 0)
+            own[label] += tt - (prev[2] if prev else 0.0)
+    total = sum(calls.values())
+    return {
+        "calls_per_msg": round(total / messages, 3),
+        "top_calls_per_msg": {k: round(v / messages, 4) for k, v in calls.most_common(TOP_CALLS)},
+        "top_own_us_per_msg": {k: round(v * 1e6 / messages, 4)
+                               for k, v in own.most_common(TOP_CALLS)},
+    }
 
 
 # --- failover -------------------------------------------------------------------------------------
@@ -674,27 +879,35 @@ def failover(cluster: Cluster, sig: signal.Signals, rounds: int, results: list[d
 # --- the run --------------------------------------------------------------------------------------
 
 
-def run_throughput(cluster: Cluster, args: argparse.Namespace,
+def run_throughput(clusters: list[Cluster], args: argparse.Namespace,
                    results: list[dict[str, Any]]) -> None:
-    lines: dict[str, list[dict[str, Any]]] = {w: [] for w in WORKLOADS}
+    """Every workload on every cluster (a samsa tree each), interleaved: every other round in
+    reverse order."""
+    runs = [(c, w) for w in args.workloads for c in clusters]
+    lines: dict[tuple[str, str], list[dict[str, Any]]] = {(c.name, w): [] for c, w in runs}
     for rep in range(max(1, args.repeat)):
-        order = list(WORKLOADS) if rep % 2 == 0 else list(reversed(WORKLOADS))
+        order = runs if rep % 2 == 0 else list(reversed(runs))
         log(f"throughput round {rep + 1} of {max(1, args.repeat)}")
-        for workload in order:
+        for cluster, workload in order:
             try:
                 line = throughput(cluster, workload, rep, args)
             except Exception as exc:
                 line = {"error": f"{type(exc).__name__}: {exc}"}
-            lines[workload].append(line)
-            log(f"  {workload}: " + ", ".join(f"{k} {line[k]}" for k in (
+            lines[(cluster.name, workload)].append(line)
+            log(f"  {cluster.name} {workload}: " + ", ".join(f"{k} {line[k]}" for k in (
                 "msg_per_s", "mb_per_s", "messages", "seconds", "brokers_cpu_us_per_msg",
-                "others_cpu_pct", "hw_ok", "failed", "leaders", "error") if k in line))
-    for workload, repeats in lines.items():
+                "calls_per_msg", "others_cpu_pct", "hw_ok", "failed", "leaders", "error")
+                if k in line))
+    for (name, workload), repeats in lines.items():
         ok = [r for r in repeats if "error" not in r]
-        best = dict(max(ok, key=lambda r: r["msg_per_s"])) if ok else dict(repeats[-1])
+        # the best: the least broker CPU per message when comparing trees, else the most msg/s
+        best = (dict(min(ok, key=lambda r: r["brokers_cpu_us_per_msg"]))
+                if ok and len(clusters) > 1 else
+                dict(max(ok, key=lambda r: r["msg_per_s"])) if ok else dict(repeats[-1]))
         if len(repeats) > 1:
             best["repeats"] = [r.get("msg_per_s", r.get("error")) for r in repeats]
-        emit({"workload": workload, **best}, results)
+            best["repeats_cpu_us_per_msg"] = [r.get("brokers_cpu_us_per_msg") for r in repeats]
+        emit({"workload": workload, "samsa": name, **best}, results)
 
 
 def bench(args: argparse.Namespace, parent: Path, results: list[dict[str, Any]]) -> None:
@@ -702,21 +915,27 @@ def bench(args: argparse.Namespace, parent: Path, results: list[dict[str, Any]])
         todo = [p for p in args.parts if p == "failover_kill" or i == 0]
         if not todo:
             continue
-        cluster = start_cluster(parent, session_ms)
+        cluster = start_cluster(parent, session_ms, profile=args.profile)
+        clusters = [cluster]
         args.zookeeper_version = cluster.zookeeper_version()
         try:
             if "throughput" in todo:
-                run_throughput(cluster, args, results)
+                if args.baseline is not None:
+                    clusters.append(start_cluster(parent, session_ms, "baseline",
+                                                  args.baseline, args.profile))
+                run_throughput(clusters, args, results)
             if "failover_term" in todo:
                 failover(cluster, signal.SIGTERM, args.rounds, results)
             if "failover_kill" in todo:
                 failover(cluster, signal.SIGKILL, args.rounds, results)
         finally:
-            for b in cluster.local.members:
-                if b.proc is not None and b.proc.poll() not in (None, 0, -signal.SIGKILL,
-                                                                 -signal.SIGTERM):
-                    log(f"broker {b.broker_id} exited with {b.proc.poll()}: {b.log_tail()}")
-            cluster.stop()
+            for c in clusters:
+                for b in c.local.members:
+                    if b.proc is not None and b.proc.poll() not in (
+                            None, 0, -signal.SIGKILL, -signal.SIGTERM):
+                        log(f"{c.name} broker {b.broker_id} exited with {b.proc.poll()}:"
+                            f" {b.log_tail()}")
+                c.stop()
 
 
 # --- the report -----------------------------------------------------------------------------------
@@ -727,7 +946,9 @@ def seconds_list(values: list[float | None]) -> str:
 
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str) -> None:
-    by = {r["workload"]: r for r in results if not r["workload"].endswith("_round")}
+    by = {r["workload"]: r for r in results
+          if not r["workload"].endswith("_round") and r.get("samsa", "samsa") == "samsa"}
+    base = {r["workload"]: r for r in results if r.get("samsa") == "baseline"}
     labels = {
         "rf1_acks1": "RF 1, acks=1",
         "rf1_acksall": "RF 1, acks=all, idempotent",
@@ -770,6 +991,40 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str
         log("|---|" + "---:|" * (len(header) - 2) + "---|")
         for row in rows:
             log("| " + " | ".join(row) + " |")
+        log("")
+
+    if base:
+        log(f"this tree against --baseline {args.baseline}, interleaved; per workload the run"
+            f" with the least brokers' CPU per message of {args.repeat}; ratio: this / baseline")
+        log("")
+        cols = ["workload", "msg/s base", "msg/s this", "CPU us/msg base", "CPU us/msg this",
+                "CPU ratio"]
+        if args.profile:
+            cols += ["calls/msg base", "calls/msg this", "calls ratio"]
+        log("| " + " | ".join(cols) + " |")
+        log("|---|" + "---:|" * (len(cols) - 1))
+        for w in args.workloads:
+            old, new = base.get(w, {}), by.get(w, {})
+            if "msg_per_s" not in old or "msg_per_s" not in new:
+                continue
+            row = [w, f"{old['msg_per_s']:,.0f}", f"{new['msg_per_s']:,.0f}",
+                   f"{old['brokers_cpu_us_per_msg']:.2f}", f"{new['brokers_cpu_us_per_msg']:.2f}",
+                   f"{new['brokers_cpu_us_per_msg'] / old['brokers_cpu_us_per_msg']:.2f}x"]
+            if args.profile and "calls_per_msg" in old and "calls_per_msg" in new:
+                row += [f"{old['calls_per_msg']:.2f}", f"{new['calls_per_msg']:.2f}",
+                        f"{new['calls_per_msg'] / old['calls_per_msg']:.2f}x"]
+            log("| " + " | ".join(row) + " |")
+        log("")
+    if args.profile:
+        for name, lines in (("this tree", by), ("baseline", base)):
+            for w, line in lines.items():
+                if "top_calls_per_msg" in line:
+                    log(f"{name}, {w}: {line['calls_per_msg']} calls/msg; most called (per msg):")
+                    for k, v in line["top_calls_per_msg"].items():
+                        log(f"    {v:8.4f}  {k}")
+                    log("  most own time (us/msg, profiled):")
+                    for k, v in line["top_own_us_per_msg"].items():
+                        log(f"    {v:8.4f}  {k}")
         log("")
 
     fail_rows: list[list[str]] = []
@@ -861,12 +1116,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         " each; the first cluster also runs the other parts (default 4000,18000)")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma-separated, from: {', '.join(PARTS)} (default: all)")
+    parser.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS),
+                        help=f"throughput workloads, comma-separated, from: {', '.join(WORKLOADS)}"
+                        f" (default: {','.join(DEFAULT_WORKLOADS)})")
+    parser.add_argument("--batch-records", type=int, default=BATCH_RECORDS,
+                        help="records per produce request of the *_batches workloads (default"
+                        f" {BATCH_RECORDS})")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another samsa source tree: its brokers run the throughput"
+                        " workloads too, on a second cluster, interleaved with this tree's")
+    parser.add_argument("--profile", action="store_true",
+                        help="run the brokers under cProfile (bench/profiled_broker.py) and"
+                        " report Python calls per message per workload (the CPU figures are"
+                        " then the profiled brokers')")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="parent of the temporary cluster directory (default: $TMPDIR)")
     parser.add_argument("--keep-data", action="store_true",
                         help="keep the cluster's directory (logs, data) instead of removing it")
     args = parser.parse_args(argv)
     args.parts = [p for p in args.parts.split(",") if p]
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    for w in args.workloads:
+        if w not in WORKLOADS:
+            parser.error(f"unknown workload {w!r}")
+    if args.baseline is not None:
+        if not (args.baseline / "samsa" / "cli.py").exists():
+            parser.error(f"--baseline {args.baseline} is not a samsa source tree")
+        args.baseline = args.baseline.resolve()
     for p in args.parts:
         if p not in PARTS:
             parser.error(f"unknown part {p!r}")
