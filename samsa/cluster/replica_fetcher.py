@@ -42,15 +42,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import math
 import ssl
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.list_offsets.v7.request import (
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -61,7 +58,15 @@ from samsa.cluster.partition import Partition
 from samsa.cluster.replication_quota import ReplicationQuota
 from samsa.errors import ErrorCode, KafkaError, KafkaStorageError, kafka_name
 from samsa.protocol.connection import BrokerConnection, BrokerConnectionError
-from samsa.records.batch import iter_headers
+from samsa.protocol.replica_fetch import (
+    FetchResponse,
+    FetchResponseError,
+    FetchTopics,
+    PartitionData,
+    decode_fetch_response,
+    encode_fetch_request,
+)
+from samsa.records.batch import BatchHeader, iter_headers
 from samsa.security.sasl.listener import SaslClientSettings
 from samsa.storage.log import Log
 
@@ -147,13 +152,17 @@ def offset_to_truncate_to(log_: Log, leader_epoch: int, leader_end_offset: int) 
     return min(local_end, leader_end_offset, end)
 
 
-def _whole_batches(records: bytes | memoryview) -> memoryview:
-    """``records`` without a partial batch at its end (a leader may cut the last one)."""
+def _whole_batches(records: bytes | memoryview) -> tuple[memoryview, BatchHeader | None]:
+    """``records`` without a partial batch at its end (a leader may cut the last one), and
+    the first batch's header (None: not one whole batch)."""
     view = memoryview(records)
     end = 0
+    first = None
     for pos, header in iter_headers(view):
+        if first is None:
+            first = header
         end = pos + header.size
-    return view[:end]
+    return view[:end], first
 
 
 def _chunks(view: memoryview, limit: int) -> Iterable[memoryview]:
@@ -228,7 +237,7 @@ class ReplicaFetcher:
         self._connection: BrokerConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
-        self._added: asyncio.Future[None] | None = None  # resolved by add_partition
+        self._fetching: BrokerConnection | None = None  # a fetch is in flight on it
         self._progress: set[asyncio.Future[None]] = set()
         self._stopping = False
         self._failing = False  # the last connection attempt or request failed
@@ -272,8 +281,8 @@ class ReplicaFetcher:
             return
         self._states[key] = _State(partition, leader_epoch)
         self._wake.set()
-        if self._added is not None and not self._added.done():
-            self._added.set_result(None)
+        if self._fetching is not None:
+            self._fetching.abandon()
 
     def remove_partition(self, topic: str, index: int) -> Partition | None:
         """Stop following a partition; an answer in flight for it is ignored. Returns it."""
@@ -345,10 +354,12 @@ class ReplicaFetcher:
                 await self._idle()
                 continue
             try:
-                connection = await self._connect()
-                fetchable = self._fetchable()  # with the partitions added meanwhile
-                if not fetchable:
-                    continue
+                connection = self._connection
+                if connection is None:
+                    connection = await self._connect()
+                    fetchable = self._fetchable()  # with the partitions added meanwhile
+                    if not fetchable:
+                        continue
                 response = await self._fetch(connection, fetchable)
                 if response is None:
                     await self._close_connection()
@@ -420,21 +431,27 @@ class ReplicaFetcher:
             await asyncio.wait_for(self._wake.wait(), timeout)
 
     async def _fetch(self, connection: BrokerConnection,
-                     fetchable: dict[TP, tuple[_State, int]]) -> Any | None:
+                     fetchable: dict[TP, tuple[_State, int]]) -> FetchResponse | None:
         """The leader's answer; None when a partition to follow was added (or added again at
         a new epoch) before it came. A fetch that does not name that partition may wait at the
         leader for all of replica.fetch.wait.max.ms, and acks=all produces to it with it:
-        such a fetch is abandoned (the caller closes its connection) for one that names it."""
-        added = self._added = asyncio.get_running_loop().create_future()
-        fetch = asyncio.ensure_future(connection.request(
-            FETCH, FETCH_VERSION, self._fetch_request(fetchable), self.socket_timeout_ms / 1000))
+        such a fetch is abandoned (the caller closes its connection) for one that names it.
+        The records in the answer are views of the connection's buffer: they are appended
+        before the connection sends anything else."""
+        correlation = connection.next_correlation_id()
+        frame = self._fetch_request(correlation, fetchable)
+        self._fetching = connection
         try:
-            await asyncio.wait((fetch, added), return_when=asyncio.FIRST_COMPLETED)
+            answer = await connection.request_frame(frame, FETCH,
+                                                    self.socket_timeout_ms / 1000)
         finally:
-            self._added = None
-            if not fetch.done():
-                fetch.cancel()
-        return fetch.result() if fetch.done() and not fetch.cancelled() else None
+            self._fetching = None
+        if answer is None:
+            return None
+        try:
+            return decode_fetch_response(answer, correlation)
+        except FetchResponseError as exc:
+            raise BrokerConnectionError(f"{connection.address}: {exc}") from None
 
     async def _connect(self) -> BrokerConnection:
         if self._connection is None:
@@ -455,38 +472,28 @@ class ReplicaFetcher:
         if connection is not None:
             await connection.close()
 
-    def _fetch_request(self, fetchable: dict[TP, tuple[_State, int]]) -> FetchRequest:
-        topics: dict[str, list[FetchPartition]] = {}
+    def _fetch_request(self, correlation_id: int,
+                       fetchable: dict[TP, tuple[_State, int]]) -> bytes:
+        """The Fetch v12 frame (Kafka's follower fetch: read uncommitted, no session)."""
+        topics: dict[str, list[tuple[int, int, int, int, int, int]]] = {}
         for (topic, index), (state, offset) in fetchable.items():
-            topics.setdefault(topic, []).append(FetchPartition(
-                partition=index,
-                current_leader_epoch=state.leader_epoch,
-                fetch_offset=offset,
-                last_fetched_epoch=state.log.epochs.latest_epoch,
-                log_start_offset=state.log.log_start_offset,
-                partition_max_bytes=self.fetch_max_bytes,
-            ))
+            log_ = state.log
+            topics.setdefault(topic, []).append((
+                index, state.leader_epoch, offset, log_.epochs.latest_epoch,
+                log_.log_start_offset, self.fetch_max_bytes))
         # a partition backing off is fetched again when its back-off ends, not when a long
         # poll for the others does
         wait_ms = self.fetch_wait_max_ms
         if (retry := self._next_retry()) is not None:
             wait_ms = min(wait_ms, math.ceil(retry * 1000))
-        return FetchRequest(
-            replica_id=self.broker_id,
-            max_wait=datetime.timedelta(milliseconds=wait_ms),
-            min_bytes=self.fetch_min_bytes,
-            max_bytes=self.fetch_response_max_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items()),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
+        named: FetchTopics = list(topics.items())
+        return encode_fetch_request(
+            correlation_id, self.client_id, self.broker_id, wait_ms, self.fetch_min_bytes,
+            self.fetch_response_max_bytes, named)
 
     async def _handle_response(
         self, connection: BrokerConnection, fetched: dict[TP, tuple[_State, int]],
-        response: Any,
+        response: FetchResponse,
     ) -> None:
         if response.error_code != ErrorCode.none:
             log.warning("%s: the leader answered the fetch with %s; backing off", self.name,
@@ -495,8 +502,11 @@ class ReplicaFetcher:
                 self._delay(state, response.error_code)
             self._notify_progress()
             return
-        for topic in response.responses or ():
-            for data in topic.partitions or ():
+        # OFFSET_OUT_OF_RANGE asks the leader, and the next request on the connection reuses
+        # the buffer the other partitions' records are in: those are appended first
+        out_of_range: list[tuple[TP, _State, int]] = []
+        for topic in response.responses:
+            for data in topic.partitions:
                 key = (topic.topic, data.partition_index)
                 sent = fetched.get(key)
                 if sent is None:
@@ -505,52 +515,61 @@ class ReplicaFetcher:
                 if not self._unchanged(key, state, offset):
                     continue
                 state.fetches += 1
+                if data.error_code == ErrorCode.offset_out_of_range:
+                    state.last_error = data.error_code
+                    out_of_range.append((key, state, offset))
+                    continue
                 try:
-                    await self._handle_partition(connection, key, state, data)
-                except (BrokerConnectionError, asyncio.CancelledError):
-                    raise
-                except (_UnexpectedAppendOffset, OSError, KafkaStorageError) as exc:
-                    self._fail(key, state, repr(exc))  # a storage error: its dir is offline
-                except KafkaError as exc:  # corrupt or invalid records: retry after a while
-                    log.error("%s: %s-%d: cannot append what the leader sent at offset %d: "
-                              "%s", self.name, *key, offset, exc)
-                    self._delay(state, exc.code)
+                    self._handle_partition(key, state, data)
                 except Exception as exc:
-                    log.exception("%s: %s-%d: unexpected failure", self.name, *key)
-                    self._fail(key, state, repr(exc))
+                    self._handle_failure(key, state, offset, exc)
+        for key, state, offset in out_of_range:
+            if not self._unchanged(key, state, offset):
+                continue
+            try:
+                await self._handle_out_of_range(connection, key, state)
+            except Exception as exc:
+                self._handle_failure(key, state, offset, exc)
         self._notify_progress()
 
-    async def _handle_partition(
-        self, connection: BrokerConnection, key: TP, state: _State, data: Any
-    ) -> None:
+    def _handle_failure(self, key: TP, state: _State, offset: int, exc: Exception) -> None:
+        if isinstance(exc, BrokerConnectionError):
+            raise exc
+        if isinstance(exc, (_UnexpectedAppendOffset, OSError, KafkaStorageError)):
+            self._fail(key, state, repr(exc))  # a storage error: its dir is offline
+        elif isinstance(exc, KafkaError):  # corrupt or invalid records: retry after a while
+            log.error("%s: %s-%d: cannot append what the leader sent at offset %d: %s",
+                      self.name, *key, offset, exc)
+            self._delay(state, exc.code)
+        else:
+            log.error("%s: %s-%d: unexpected failure", self.name, *key, exc_info=exc)
+            self._fail(key, state, repr(exc))
+
+    def _handle_partition(self, key: TP, state: _State, data: PartitionData) -> None:
         error = data.error_code
         if error == ErrorCode.none:
             state.last_error = ErrorCode.none
             state.leader_high_watermark = data.high_watermark
             state.leader_log_start_offset = data.log_start_offset
             diverging = data.diverging_epoch
-            if diverging is not None and diverging.epoch >= 0:
+            if diverging.epoch >= 0:
                 # no records come with a diverging epoch; the next answer moves the watermark
                 self._truncate_on_divergence(key, state, diverging.epoch, diverging.end_offset)
             else:
                 self._append(state, data)
-        elif error == ErrorCode.offset_out_of_range:
-            state.last_error = error
-            await self._handle_out_of_range(connection, key, state)
         else:
             if error != state.last_error:
                 log.info("%s: %s-%d: the leader answered %s; retrying in %g s", self.name,
                          *key, kafka_name(error), self.fetch_backoff_ms / 1000)
             self._delay(state, error)
 
-    def _append(self, state: _State, data: Any) -> None:
+    def _append(self, state: _State, data: PartitionData) -> None:
         partition, log_ = state.partition, state.log
         appended = False
         records = data.records
         if records:
-            view = _whole_batches(records)
-            if len(view):
-                first = next(iter_headers(view))[1]
+            view, first = _whole_batches(records)
+            if first is not None:
                 end = log_.log_end_offset
                 if first.base_offset < end:
                     if end == log_.log_start_offset and first.last_offset >= end:
@@ -565,8 +584,11 @@ class ReplicaFetcher:
                             f"the leader's batches start at {first.base_offset}, below the "
                             f"log end offset {end}"
                         )
-                for chunk in _chunks(view, log_.config.segment_bytes):
-                    log_.append(chunk, assign_offsets=False)
+                if len(view) <= log_.config.segment_bytes:
+                    log_.append(view, assign_offsets=False)
+                else:
+                    for chunk in _chunks(view, log_.config.segment_bytes):
+                        log_.append(chunk, assign_offsets=False)
                 appended = True
                 if partition.metrics is not None:  # Kafka's ReplicationBytesInPerSec
                     partition.metrics.topics.replication_bytes_in += len(view)

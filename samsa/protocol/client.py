@@ -61,7 +61,7 @@ class ClientCodec:
 
         ``response_schema`` reads the answer instead of kio's own (a variant for fields kio
         cannot read as Kafka writes them)."""
-        correlation = next(self._correlation)
+        correlation = self.next_correlation_id()
         header = type(body).__header_schema__(
             request_api_key=api_key, request_api_version=version,
             correlation_id=correlation, client_id=self.client_id,
@@ -69,6 +69,10 @@ class ClientCodec:
         payload = encode_message(header) + encode_message(body)
         schema = response_schema or load_response_schema(api_key, version)
         return SIZE.pack(len(payload)) + payload, Sent(correlation, api_key, version, schema)
+
+    def next_correlation_id(self) -> int:
+        """The correlation id of the next request (each taken once)."""
+        return next(self._correlation)
 
     @staticmethod
     def frame_size(prefix: bytes) -> int:
@@ -79,7 +83,7 @@ class ClientCodec:
         return size
 
     @staticmethod
-    def decode(sent: Sent, frame: bytes) -> Any:
+    def decode(sent: Sent, frame: bytes | memoryview) -> Any:
         """The response entity in ``frame`` (the bytes after the size prefix)."""
         schema = sent.response_schema
         try:

@@ -4,7 +4,13 @@ a time, each bounded in time; the frames come from ``samsa.protocol.client``. Ov
 given the inter-broker listener's client context (``ssl_context``); authenticated with SASL
 when given the inter-broker listener's mechanism and credentials (``sasl``: SaslHandshake v1
 then SaslAuthenticate, as Kafka's SaslClientAuthenticator), and authenticated again on the
-same connection before the session the broker granted ends (KIP-368)."""
+same connection before the session the broker granted ends (KIP-368).
+
+Each response frame is read straight into a buffer the connection keeps and reuses (an
+``asyncio.BufferedProtocol``): kio's decoder copies what it keeps, and ``request_frame`` (the
+replica fetcher's hand-encoded Fetch) hands out a view of the frame that is valid until the
+next request, so that a follower's records go from the socket to its log without a copy in
+between."""
 
 from __future__ import annotations
 
@@ -36,13 +42,97 @@ class BrokerConnectionError(Exception):
     something that cannot be read."""
 
 
+# The receive buffer's first size; it grows to the largest response seen and is reused.
+_INITIAL_BUFFER = 64 * 1024
+
+
+class _Wire(asyncio.BufferedProtocol):
+    """The bytes of one connection, one request at a time: each response frame is assembled in
+    a buffer the socket reads into directly, which the next response reuses."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, address: str) -> None:
+        self.loop = loop
+        self.address = address
+        self.transport: asyncio.Transport | None = None
+        self._buf = bytearray(_INITIAL_BUFFER)
+        self._filled = 0
+        self._size = -1  # the frame's, once its 4-byte prefix is in
+        self.pending: asyncio.Future[memoryview | None] | None = None
+        self.lost: str | None = None  # why the connection is unusable (None: it is usable)
+        self._can_write: asyncio.Future[None] | None = None
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._filled == len(self._buf):  # the prefix said more than fits: grow
+            self._grow(2 * len(self._buf))
+        return memoryview(self._buf)[self._filled:]
+
+    def _grow(self, size: int) -> None:
+        # a new buffer rather than a resize: the last response's views may still be alive
+        grown = bytearray(size)
+        grown[:self._filled] = memoryview(self._buf)[:self._filled]
+        self._buf = grown
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._filled += nbytes
+        if self._size < 0:
+            if self._filled < SIZE.size:
+                return
+            try:
+                self._size = ClientCodec.frame_size(bytes(self._buf[:SIZE.size]))
+            except ResponseError as exc:
+                self.fail(f"{self.address}: {exc}")
+                return
+            if SIZE.size + self._size > len(self._buf):
+                self._grow(SIZE.size + self._size)
+        end = SIZE.size + self._size
+        if self._filled < end:
+            return
+        pending, self.pending = self.pending, None
+        if self._filled > end or pending is None or pending.done():
+            # bytes nobody asked for (an answer to an abandoned request, a second frame)
+            self.fail(f"{self.address}: unexpected bytes from the broker")
+            return
+        self._filled, self._size = 0, -1
+        pending.set_result(memoryview(self._buf)[SIZE.size:end].toreadonly())
+
+    def fail(self, reason: str) -> None:
+        """The connection is unusable: the request in flight fails, the socket closes."""
+        if self.lost is None:
+            self.lost = reason
+        pending, self.pending = self.pending, None
+        if pending is not None and not pending.done():
+            pending.set_exception(BrokerConnectionError(reason))
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(f"connection to {self.address} lost: "
+                  + (repr(exc) if exc is not None else "closed by the broker"))
+        if self._can_write is not None and not self._can_write.done():
+            self._can_write.set_result(None)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        if self._can_write is None or self._can_write.done():
+            self._can_write = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._can_write is not None and not self._can_write.done():
+            self._can_write.set_result(None)
+
+    async def drain(self) -> None:
+        if self._can_write is not None and not self._can_write.done():
+            await self._can_write
+
+
 class BrokerConnection:
-    def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str,
-        address: str,
-    ) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self, wire: _Wire, client_id: str, address: str) -> None:
+        self._wire = wire
         self.address = address
         self.codec = ClientCodec(client_id)
         self.versions: dict[int, tuple[int, int]] = {}
@@ -60,14 +150,16 @@ class BrokerConnection:
         authenticate; ``require``: (api key, version, name) that the broker must speak, or the
         connection is refused."""
         address = f"{host}:{port}"
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=ssl_context), timeout)
+            _, wire = await asyncio.wait_for(
+                loop.create_connection(lambda: _Wire(loop, address), host, port, ssl=ssl_context),
+                timeout)
         except (OSError, TimeoutError) as exc:
             raise BrokerConnectionError(
                 f"cannot connect to {address}: {getattr(exc, 'strerror', None) or exc!r}"
             ) from exc
-        connection = cls(reader, writer, client_id, address)
+        connection = cls(wire, client_id, address)
         try:
             response = await connection.request(*api_versions_request(), timeout)
             try:
@@ -115,25 +207,73 @@ class BrokerConnection:
             await self.authenticate(timeout)
         return await self._exchange(api_key, version, body, timeout)
 
+    async def request_frame(self, frame: bytes, api_key: int, timeout: float
+                            ) -> memoryview | None:
+        """Send a request frame the caller encoded (size prefix included, its correlation id
+        from ``next_correlation_id``) and return its response frame (after the size prefix)
+        within ``timeout`` seconds, or None when ``abandon`` was called meanwhile. The view
+        is valid until the next request on this connection, which reuses the buffer."""
+        if self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at:
+            await self.authenticate(timeout)
+        return await self._send(frame, api_key, timeout)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """The transport's (``sockname``, ``peername``, ``ssl_object``, ...)."""
+        transport = self._wire.transport
+        return default if transport is None else transport.get_extra_info(name, default)
+
+    def next_correlation_id(self) -> int:
+        return self.codec.next_correlation_id()
+
+    def abandon(self) -> None:
+        """Give up on the request in flight: ``request_frame`` returns None, and the
+        connection closes (its answer would still come)."""
+        wire = self._wire
+        pending, wire.pending = wire.pending, None
+        if pending is not None and not pending.done():
+            pending.set_result(None)
+        wire.fail(f"{self.address}: a request was abandoned")
+
+    async def _send(self, frame: bytes, api_key: int, timeout: float) -> memoryview | None:
+        wire = self._wire
+        if wire.lost is not None:
+            raise BrokerConnectionError(wire.lost)
+        if wire.pending is not None:
+            raise RuntimeError(f"{self.address}: a request is already in flight")
+        loop = wire.loop
+        pending = wire.pending = loop.create_future()
+
+        def timed_out() -> None:
+            if not pending.done():
+                wire.fail(f"no answer from {self.address} within {timeout:g} s "
+                          f"(api key {api_key})")
+
+        deadline = loop.call_later(timeout, timed_out)
+        try:
+            assert wire.transport is not None
+            wire.transport.write(frame)
+            await wire.drain()
+            answer = await pending
+        except asyncio.CancelledError:  # a late answer must not meet the next request
+            wire.fail(f"{self.address}: a request was cancelled")
+            raise
+        finally:
+            deadline.cancel()
+        return answer
+
     async def _exchange(self, api_key: int, version: int, body: Any, timeout: float) -> Any:
         frame, sent = self.codec.encode(api_key, version, body)
+        answer = await self._send(frame, api_key, timeout)
+        if answer is None:
+            raise BrokerConnectionError(f"{self.address}: the request was abandoned")
         try:
-            async with asyncio.timeout(timeout):
-                self.writer.write(frame)
-                await self.writer.drain()
-                size = self.codec.frame_size(await self.reader.readexactly(SIZE.size))
-                answer = await self.reader.readexactly(size)
             return self.codec.decode(sent, answer)
         except ResponseError as exc:
             raise BrokerConnectionError(f"{self.address}: {exc}") from exc
-        except TimeoutError as exc:  # before OSError, of which it is a subclass
-            raise BrokerConnectionError(
-                f"no answer from {self.address} within {timeout:g} s (api key {api_key})"
-            ) from exc
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            raise BrokerConnectionError(f"connection to {self.address} lost: {exc!r}") from exc
 
     async def close(self) -> None:
-        self.writer.close()
+        wire = self._wire
+        if wire.transport is not None and not wire.transport.is_closing():
+            wire.transport.close()
         with contextlib.suppress(Exception):
-            await self.writer.wait_closed()
+            await asyncio.wait_for(asyncio.shield(wire.closed), 5)

@@ -53,7 +53,7 @@ def test_the_broker_client_logs_in(broker: samsa.Broker, settings: SaslClientSet
                                                  sasl=settings)
         try:
             assert await metadata(connection) == 1
-            local = connection.writer.get_extra_info("sockname")
+            local = connection.get_extra_info("sockname")
             peer = f"{local[0]}:{local[1]}"
             found = next(c for c in list(broker.server.connections) if c.peer == peer)
             return str(found.principal)
@@ -82,7 +82,7 @@ def test_the_broker_client_reauthenticates(broker: samsa.Broker) -> None:
     async def run() -> int:
         connection = await BrokerConnection.open(*address(broker), "broker-test", DEADLINE,
                                                  sasl=settings)
-        local = connection.writer.get_extra_info("sockname")
+        local = connection.get_extra_info("sockname")
         peer = f"{local[0]}:{local[1]}"
         server_side = next(c for c in list(broker.server.connections) if c.peer == peer)
         loop = asyncio.get_running_loop()
