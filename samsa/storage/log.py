@@ -492,33 +492,40 @@ class Log:
         return copy
 
     def _append_as_follower(self, view: memoryview, headers: list[BatchHeader]) -> AppendInfo:
+        """The leader's batches as they are, in one write: per batch only its header is
+        looked at (offsets in sequence, producer state, leader epochs), never its records."""
         first = headers[0].base_offset
         offset = self.log_end_offset
-        iov: list[bytes | bytearray | memoryview] = []
-        pos = 0
+        producers = epochs = False
+        latest_epoch = self.epochs.latest_epoch
+        messages = 0
         for header in headers:
             if header.base_offset < offset:
                 raise InvalidRecordError(
                     f"batch offset {header.base_offset} is below the log end offset {offset}"
                 )
-            iov.append(view[pos : pos + header.size])
-            offset = header.next_offset
-            pos += header.size
+            offset = header.base_offset + header.last_offset_delta + 1
+            producers = producers or header.producer_id >= 0
+            epochs = epochs or header.leader_epoch > latest_epoch
+            messages += header.records_count
         segment = self._maybe_roll(len(view), headers, self.clock())
-        segment.append(iov, headers)
-        pos = 0
-        for header in headers:
-            if header.is_control and header.producer_id >= 0:
-                marker = read_marker(view[pos : pos + header.size])
-                if marker is not None:
-                    self._complete_txn(segment, header, marker.commit, marker.coordinator_epoch)
-            elif header.producer_id >= 0:
-                self.producer_state.update(header)
-            pos += header.size
-        for header in headers:
-            if header.leader_epoch > self.epochs.latest_epoch:
-                self.epochs.assign(header.leader_epoch, header.base_offset)
-        self._count_unflushed(sum(h.records_count for h in headers))
+        segment.append((view,), headers)
+        if producers:
+            pos = 0
+            for header in headers:
+                if header.is_control and header.producer_id >= 0:
+                    marker = read_marker(view[pos : pos + header.size])
+                    if marker is not None:
+                        self._complete_txn(segment, header, marker.commit,
+                                           marker.coordinator_epoch)
+                elif header.producer_id >= 0:
+                    self.producer_state.update(header)
+                pos += header.size
+        if epochs:
+            for header in headers:
+                if header.leader_epoch > self.epochs.latest_epoch:
+                    self.epochs.assign(header.leader_epoch, header.base_offset)
+        self._count_unflushed(messages)
         return AppendInfo(first, offset - 1, -1, self.log_start_offset, headers)
 
     @_io("writing a transaction marker to")
@@ -673,6 +680,8 @@ class Log:
                 f"offset {offset} is outside [{self.log_start_offset}, {end_offset}] in {self.name}"
             )
         upper = end_offset if max_offset is None else min(max_offset, end_offset)
+        if offset >= upper:  # a fetch that has caught up (a batch across upper holds none)
+            return None
         i = max(0, bisect_right(self._bases, offset) - 1)
         try:
             for segment in self.segments[i:]:
