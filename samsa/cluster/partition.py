@@ -41,6 +41,11 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+def _time_out(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
+
+
 @dataclass
 class FollowerState:
     """What the leader knows of one follower."""
@@ -76,6 +81,9 @@ class Partition:
             self._high_watermark = max(log.log_start_offset,
                                        min(high_watermark or 0, log.log_end_offset))
         self._waiters: set[asyncio.Future[None]] = set()
+        # followers' fetches: woken when the log grows or the partition changes, not when
+        # only the high watermark moves (Kafka's DelayedFetch reads a follower's to the log end)
+        self._log_waiters: set[asyncio.Future[None]] = set()
         self._replication_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self.closed = False  # its log was deleted (topic deleted, replica moved away)
         self.offline = False  # closed because its log directory failed (KAFKA_STORAGE_ERROR)
@@ -231,7 +239,7 @@ class Partition:
         new = min(ends)
         if new > self._high_watermark:
             self._high_watermark = new
-            self.wake_waiters()
+            self._wake(self._waiters)
             still = []
             for offset, waiter in self._replication_waiters:
                 if offset <= new:
@@ -246,15 +254,17 @@ class Partition:
         when this broker stopped leading."""
         if self.high_watermark >= offset:
             return True
-        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
         self._replication_waiters.append((offset, waiter))
+        timer = loop.call_later(timeout, _time_out, waiter)
         try:
-            return await asyncio.wait_for(waiter, timeout)
-        except TimeoutError:
-            return False
+            return await waiter
         finally:
-            self._replication_waiters = [(o, w) for o, w in self._replication_waiters
-                                         if w is not waiter]
+            timer.cancel()
+            if waiter.cancelled() or not waiter.result():  # timed out or cancelled: listed
+                self._replication_waiters = [(o, w) for o, w in self._replication_waiters
+                                             if w is not waiter]
 
     def _fail_replication_waiters(self) -> None:
         for _, waiter in self._replication_waiters:
@@ -298,15 +308,24 @@ class Partition:
         self.offline = True
         self.close()
 
-    def add_waiter(self, waiter: asyncio.Future[None]) -> None:
-        self._waiters.add(waiter)
+    def add_waiter(self, waiter: asyncio.Future[None], *, log_end: bool = False) -> None:
+        """``waiter`` is done at the next change; with ``log_end`` (a follower's fetch, which
+        reads to the log end) not when only the high watermark moves."""
+        (self._log_waiters if log_end else self._waiters).add(waiter)
 
     def remove_waiter(self, waiter: asyncio.Future[None]) -> None:
         self._waiters.discard(waiter)
+        self._log_waiters.discard(waiter)
 
     def wake_waiters(self) -> None:
-        if self._waiters:
-            for waiter in self._waiters:
+        """Data was appended or the partition changed: every waiting fetch reads again."""
+        self._wake(self._waiters)
+        self._wake(self._log_waiters)
+
+    @staticmethod
+    def _wake(waiters: set[asyncio.Future[None]]) -> None:
+        if waiters:
+            for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
-            self._waiters.clear()
+            waiters.clear()

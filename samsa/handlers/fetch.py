@@ -244,6 +244,11 @@ def _count(metrics: BrokerMetrics, plan: _FetchPlan, responses: list[dict[str, A
         stats.fetched(name, nbytes, failed)
 
 
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 @api(1, "Fetch", 4, 16)
 async def fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, Any]:
     session_id = getattr(request, "session_id", 0)
@@ -262,18 +267,19 @@ async def fetch(ctx: RequestContext, request: FetchRequest) -> dict[str, Any]:
             waited = time.monotonic()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
+        follower = plan.replica_id >= 0
         while total < request.min_bytes:
             timeout = deadline - loop.time()
             if timeout <= 0:
                 break
             waiter: asyncio.Future[None] = loop.create_future()
             for partition in plan.partitions:
-                partition.add_waiter(waiter)
+                partition.add_waiter(waiter, log_end=follower)
+            timer = loop.call_later(timeout, _wake, waiter)
             try:
-                await asyncio.wait_for(waiter, timeout)
-            except TimeoutError:
-                pass
+                await waiter
             finally:
+                timer.cancel()
                 for partition in plan.partitions:
                     partition.remove_waiter(waiter)
             responses, total, errors = plan.read()
