@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import json
 import os
 import platform
@@ -65,6 +66,7 @@ import random
 import shutil
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -84,6 +86,7 @@ from samsa.storage import cleaner
 from samsa.storage.cleaner import CleanStats, OffsetMap, clean_log, cleanable
 from samsa.storage.log import Log
 
+PROJECT_DIR = Path(__file__).resolve().parent.parent
 KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
@@ -96,6 +99,7 @@ FILLERS = 4093  # distinct value fillers, used in turn (a prime: no period share
 APPEND_BYTES = 1 * MiB  # batches handed to Log.append per call while building
 READ_CHUNK = 1 * MiB
 PLAIN_READS = 3  # the baseline is a fraction of a second: take the median of three
+WORKER_TIMEOUT = 3600.0
 WORDS = (
     b"order customer item price amount status shipped pending paid refund store region "
     b"north south east west code total tax discount coupon user session click view cart "
@@ -301,6 +305,7 @@ def plain_read(log: Log) -> tuple[int, float]:
 
 
 PHASES = ("offset map", "filter + write", "fsync", "swap", "other")
+CPU = "cpu"  # timed_clean's phases also carry the process's CPU seconds under this key
 
 
 class PhaseTimer:
@@ -309,6 +314,7 @@ class PhaseTimer:
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(PHASES, 0.0)
         self.current: str | None = None
+        self.cpu_seconds = 0.0
 
     def wrap(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -349,6 +355,11 @@ class Run:
     plain_seconds: float
     phases: dict[str, float]
     stats: CleanStats
+    cpu_seconds: float = 0.0  # the cleaning process's CPU time during clean_log
+
+    @property
+    def cpu_us_per_msg(self) -> float:
+        return self.cpu_seconds * 1e6 / self.records_before if self.records_before else 0.0
 
     @property
     def mb_s(self) -> float:
@@ -373,14 +384,15 @@ def timed_clean(log: Log, offset_map: OffsetMap) -> tuple[CleanStats, float, dic
     os.fsync = timer.wrap_fsync(saved[2])
     log.replace_segments = timer.wrap("swap", log.replace_segments)  # type: ignore[method-assign]
     try:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         stats = clean_log(log, state.first_dirty, state.first_uncleanable, offset_map)
         seconds = time.perf_counter() - start
+        timer.cpu_seconds = time.process_time() - cpu
     finally:
         cleaner.build_offset_map, cleaner.write_cleaned, os.fsync = saved
         del log.replace_segments
     timer.seconds["other"] = seconds - sum(timer.seconds[p] for p in PHASES[:-1])
-    return stats, seconds, timer.seconds
+    return stats, seconds, {**timer.seconds, CPU: timer.cpu_seconds}
 
 
 def verify(log: Log, work: Workload, end_offset: int) -> tuple[int, list[str]]:
@@ -425,21 +437,34 @@ def verify(log: Log, work: Workload, end_offset: int) -> tuple[int, list[str]]:
     return records, problems[:20]
 
 
-def run_once(built: Built, work: Workload, segment_bytes: int) -> tuple[Run, list[str]]:
+def run_once(built: Built, work: Workload, segment_bytes: int, tree: Path | None = None
+             ) -> tuple[Run, list[str]]:
+    """One cleaning of ``built``: in this process, or (``tree``) in a worker process running
+    that samsa source tree's cleaner; then the checks, here."""
     log = Log(built.path, log_config(segment_bytes), had_clean_shutdown=True)
+    end_offset = log.log_end_offset
+    before = log.size
+    segments_before = len(log.segments) - 1
+    plain_bytes, plain_seconds = plain_read(log)
+    if plain_bytes != before:
+        log.abandon()
+        raise RuntimeError(f"plain read saw {plain_bytes} bytes, the log holds {before}")
+    # room_for counts every record of a batch as a new key: leave one batch of slack
+    map_entries = work.distinct + work.per_batch
+    if tree is not None:
+        log.abandon()
+        answer = worker(tree, "clean", built.path, segment_bytes, map_entries)
+        known = {f.name for f in dataclasses.fields(CleanStats)}
+        stats = CleanStats(**{k: v for k, v in answer["stats"].items() if k in known})
+        seconds, phases = answer["seconds"], answer["phases"]
+        log = Log(built.path, log_config(segment_bytes), had_clean_shutdown=True)
     try:
-        end_offset = log.log_end_offset
-        before = log.size
-        segments_before = len(log.segments) - 1
-        plain_bytes, plain_seconds = plain_read(log)
-        if plain_bytes != before:
-            raise RuntimeError(f"plain read saw {plain_bytes} bytes, the log holds {before}")
-        # room_for counts every record of a batch as a new key: leave one batch of slack
-        offset_map = OffsetMap(work.distinct + work.per_batch)
-        stats, seconds, phases = timed_clean(log, offset_map)
-        say(f"    clean_log: {seconds:.2f} s, {before / seconds / 1e6:.1f} MB/s; "
-            f"{len(offset_map)} keys in the map; "
-            f"plain read {plain_bytes / plain_seconds / 1e6:.0f} MB/s")
+        if tree is None:
+            offset_map = OffsetMap(map_entries)
+            stats, seconds, phases = timed_clean(log, offset_map)
+        say(f"    clean_log{f' ({tree})' if tree else ''}: {seconds:.2f} s, "
+            f"{before / seconds / 1e6:.1f} MB/s, {phases[CPU] * 1e6 / work.records:.2f} CPU "
+            f"us/msg; plain read {plain_bytes / plain_seconds / 1e6:.0f} MB/s")
         if stats.end_offset != end_offset:
             raise RuntimeError(f"clean_log stopped at {stats.end_offset}, not {end_offset}")
         after = log.size
@@ -450,10 +475,47 @@ def run_once(built: Built, work: Workload, segment_bytes: int) -> tuple[Run, lis
         inactive = log.segments[:-1]
         run = Run(before, after, work.records, kept, segments_before,
                   sum(1 for s in inactive if s.size), seconds, plain_bytes, plain_seconds, phases,
-                  stats)
+                  stats, phases[CPU])
         return run, problems
     finally:
         log.abandon()
+
+
+def worker(tree: Path, what: str, path: Path, segment_bytes: int, map_entries: int
+           ) -> dict[str, Any]:
+    """Run ``--worker what`` of this script with ``tree``'s samsa first on the path; its
+    JSON answer."""
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--worker", what, "--worker-log",
+         str(path), "--segment-bytes", str(segment_bytes), "--worker-map", str(map_entries)],
+        env=dict(os.environ, PYTHONPATH=str(tree)), capture_output=True, text=True,
+        timeout=WORKER_TIMEOUT, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the worker for {tree} failed: {done.stderr.strip()[-2000:]}")
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def run_worker(what: str, path: Path, segment_bytes: int, map_entries: int) -> None:
+    """The worker's side: clean the log at ``path`` (``clean``: timed, with its phases;
+    ``calls``: under cProfile, its Python calls) and print one JSON line."""
+    log = Log(path, log_config(segment_bytes), had_clean_shutdown=True)
+    try:
+        if what == "clean":
+            stats, seconds, phases = timed_clean(log, OffsetMap(map_entries))
+            answer: dict[str, Any] = {"seconds": seconds, "phases": phases}
+        else:
+            state = cleanable(log, None, int(time.time() * 1000))
+            profiler = cProfile.Profile()
+            stats = profiler.runcall(clean_log, log, state.first_dirty,
+                                     state.first_uncleanable, OffsetMap(map_entries))
+            raw = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+            answer = {"calls": sum(entry[1] for entry in raw.values()),
+                      "samsa": str(Path(cleaner.__file__).parent.parent)}
+        answer["stats"] = dataclasses.asdict(stats)
+    finally:
+        log.abandon()
+    print(json.dumps(answer), flush=True)
 
 
 # --- the profile ----------------------------------------------------------------------------------
@@ -486,6 +548,41 @@ def profile(parent: Path, work: Workload, codec: Compression, segment_bytes: int
                      f"{cumulative:.2f}"))
     head = ("function (by own time)", "calls", "own s", "share", "cumulative s")
     return _table(head, body), seconds, built.bytes
+
+
+def compare(work_dir: Path, codec: Compression, args: argparse.Namespace, this: Result,
+            base: Result) -> tuple[str, ...]:
+    """A row of the baseline table: CPU us per message (medians of the runs) and Python calls
+    per message (one profiled cleaning of the --profile-size log per tree)."""
+    calls: dict[str, float] = {}
+    if args.profile_size:
+        small = make_workload(args.profile_size, args.unique, args.batch_records,
+                              args.value_bytes, args.seed)
+        built = build_log(work_dir / "calls-0", small, codec, args.segment_bytes)
+        try:
+            for label, tree in (("this", PROJECT_DIR), ("base", args.baseline)):
+                target = work_dir / "calls-run"
+                shutil.copytree(built.path, target)
+                try:
+                    answer = worker(tree, "calls", target, args.segment_bytes,
+                                    small.distinct + small.per_batch)
+                finally:
+                    shutil.rmtree(target, ignore_errors=True)
+                calls[label] = answer["calls"] / small.records
+        finally:
+            shutil.rmtree(built.path, ignore_errors=True)
+    cpu_base = base.median(lambda r: r.cpu_us_per_msg)
+    cpu_this = this.median(lambda r: r.cpu_us_per_msg)
+    row = (codec.name.lower(), f"{cpu_base:.2f}", f"{cpu_this:.2f}",
+           f"{cpu_this / cpu_base:.2f}x" if cpu_base else "-",
+           f"{calls['base']:.2f}" if calls else "-", f"{calls['this']:.2f}" if calls else "-",
+           f"{calls['this'] / calls['base']:.2f}x" if calls else "-",
+           " / ".join(f"{r.cpu_us_per_msg:.2f}" for r in base.runs),
+           " / ".join(f"{r.cpu_us_per_msg:.2f}" for r in this.runs))
+    say("    " + ", ".join(f"{h} {v}" for h, v in zip(
+        ("codec", "CPU us/msg base", "this", "ratio", "calls/msg base", "this", "ratio"),
+        row, strict=False)))
+    return row
 
 
 def _short_path(filename: str) -> str:
@@ -615,7 +712,21 @@ def main(argv: list[str] | None = None) -> int:
                              "removed afterwards; default the system temporary directory)")
     parser.add_argument("--json", action="store_true",
                         help="one JSON line per codec on stdout (the tables go to stderr)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another samsa source tree: each run cleans a copy of the same log"
+                        " with it too, interleaved (every other run first), both in worker"
+                        " processes; adds a table of CPU us and Python calls per message")
+    parser.add_argument("--worker", choices=("clean", "calls"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker-log", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-map", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        run_worker(args.worker, args.worker_log, args.segment_bytes, args.worker_map)
+        return 0
+    if args.baseline is not None:
+        if not (args.baseline / "samsa" / "storage" / "cleaner.py").exists():
+            parser.error(f"--baseline {args.baseline} is not a samsa source tree")
+        args.baseline = args.baseline.resolve()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     if not 0 < args.unique <= 1:
@@ -645,6 +756,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[0]
     work_dir = Path(tempfile.mkdtemp(prefix="cleaner-bench-", dir=args.dir))
     results: list[Result] = []
+    comparison: list[tuple[str, ...]] = []
     problems: list[str] = []
     profile_lines: list[str] = []
     notes: list[str] = []
@@ -679,21 +791,29 @@ def main(argv: list[str] | None = None) -> int:
                          f"({built.segments} segments; {work.records / built.seconds:,.0f} "
                          "records/s, untimed)")
             result = Result(codec, built)
+            base = Result(codec, built)
+            trees: list[tuple[Path | None, Result]] = [(None, result)]
+            if args.baseline is not None:
+                trees = [(PROJECT_DIR, result), (args.baseline, base)]
             for i in range(args.repeat):
-                target = built.path
-                if args.repeat > 1:
-                    target = work_dir / f"{name}-run"
-                    shutil.copytree(built.path, target)
-                    os.sync()
-                say(f"  run {i + 1}/{args.repeat}")
-                try:
-                    run, found = run_once(Built(target, built.bytes, built.segments, 0, 0),
-                                          work, args.segment_bytes)
-                finally:
-                    if target != built.path:
-                        shutil.rmtree(target, ignore_errors=True)
-                result.runs.append(run)
-                problems += [f"{name}: {p}" for p in found]
+                for tree, into in trees if i % 2 == 0 else list(reversed(trees)):
+                    target = built.path
+                    if args.repeat > 1 or len(trees) > 1:
+                        target = work_dir / f"{name}-run"
+                        shutil.copytree(built.path, target)
+                        os.sync()
+                    say(f"  run {i + 1}/{args.repeat}" + (f", {tree}" if tree else ""))
+                    try:
+                        run, found = run_once(Built(target, built.bytes, built.segments, 0, 0),
+                                              work, args.segment_bytes, tree)
+                    finally:
+                        if target != built.path:
+                            shutil.rmtree(target, ignore_errors=True)
+                    into.runs.append(run)
+                    which = " (baseline)" if into is base else ""
+                    problems += [f"{name}{which}: {p}" for p in found]
+            if args.baseline is not None:
+                comparison.append(compare(work_dir, codec, args, result, base))
             shutil.rmtree(built.path, ignore_errors=True)
             results.append(result)
     finally:
@@ -704,6 +824,17 @@ def main(argv: list[str] | None = None) -> int:
     for line in tables(results):
         out(line)
     out("")
+    if comparison:
+        out(f"this tree ({PROJECT_DIR}) against --baseline {args.baseline}, interleaved, "
+            f"medians of {args.repeat}; CPU: the cleaning process's, during clean_log; calls: "
+            f"cProfile's Python calls per message cleaning the {_mib(args.profile_size)} "
+            "log (deterministic)")
+        out("")
+        for line in _table(("codec", "CPU us/msg base", "CPU us/msg this", "ratio",
+                            "calls/msg base", "calls/msg this", "ratio", "runs (us/msg) base",
+                            "runs (us/msg) this"), comparison):
+            out(line)
+        out("")
     notes += [
         "MB/s = log bytes before / clean_log seconds / 1e6; messages/s = records before / "
         "seconds; one full pass from offset 0, OffsetMap(distinct keys + one batch), "
