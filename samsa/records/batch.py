@@ -257,25 +257,53 @@ def records_problem(records: bytes | memoryview, count: int) -> str | None:
 _UINT16_LE = struct.Struct("<H")
 
 
+def record_starts(records: bytes | memoryview, count: int) -> list[int] | None:
+    """Where each of the ``count`` records of ``records`` (a batch's uncompressed records,
+    exactly) starts, and where the last one ends: ``count + 1`` positions, found as
+    ``records_problem`` walks them (their length varints only); None when they are not
+    ``count`` well-formed lengths that end where ``records`` does."""
+    steps = _length_steps()
+    unpack = _UINT16_LE.unpack_from
+    starts: list[int] = []
+    add = starts.append
+    pos = 0
+    try:
+        for _ in range(count):
+            add(pos)
+            step = steps[unpack(records, pos)[0]]
+            if step:
+                pos += step
+                continue
+            length, after = _varint(records, pos)
+            if length < 0 or length & 1 or length >> 1 < MIN_RECORD_BODY:
+                return None
+            pos = after + (length >> 1)
+    except (struct.error, IndexError):
+        return None
+    if pos != len(records):
+        return None
+    add(pos)
+    return starts
+
+
 @functools.cache
 def _length_steps() -> list[int]:
     """For the two bytes at a record's start (little-endian, as ``_UINT16_LE`` reads them):
     how far the next record starts when they begin a one- or two-byte length varint of a
     record at least MIN_RECORD_BODY long, else 0 (a longer varint, or a length to refuse).
-    Built on first use (64 Ki entries)."""
-
-    def step(b: int, c: int) -> int:
-        if b < 0x80:
-            length, size = b, 1
-        elif c < 0x80:
-            length, size = (b & 0x7F) | (c << 7), 2
-        else:
-            return 0
-        if length & 1 or length >> 1 < MIN_RECORD_BODY:  # negative (zig-zag odd) or short
-            return 0
-        return size + (length >> 1)
-
-    return [step(x & 0xFF, x >> 8) for x in range(1 << 16)]
+    Built on first use (64 Ki entries), a slice per second byte rather than a call per
+    entry."""
+    steps = [0] * (1 << 16)
+    # a one-byte length: the first byte alone decides, whatever follows it
+    one = [0 if b & 1 or b >> 1 < MIN_RECORD_BODY else 1 + (b >> 1) for b in range(0x80)]
+    for c in range(0x100):
+        steps[c << 8 : (c << 8) + 0x80] = one
+    # a two-byte length: a first byte with its high bit set, a second without
+    for c in range(0x80):
+        lengths = [(b & 0x7F) | (c << 7) for b in range(0x80, 0x100)]
+        steps[(c << 8) + 0x80 : (c << 8) + 0x100] = [
+            0 if n & 1 or n >> 1 < MIN_RECORD_BODY else 2 + (n >> 1) for n in lengths]
+    return steps
 
 
 def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:

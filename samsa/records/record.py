@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -181,12 +182,12 @@ def encode_batch(
     return bytes(batch)
 
 
-@dataclass(frozen=True, slots=True)
-class RawRecord:
+class RawRecord(NamedTuple):
     """One record of a decompressed payload, located but not copied (the log cleaner's view).
 
-    ``payload[rest:end]`` holds the record from its offset delta on, so a record can be written
-    again with another timestamp delta without decoding the rest.
+    ``payload[start:end]`` is the whole record, its length first, and ``payload[rest:end]`` the
+    record from its offset delta on, so a record can be written again as it is, or with
+    another timestamp delta without decoding the rest.
     """
 
     attributes: int
@@ -196,26 +197,72 @@ class RawRecord:
     value_is_null: bool
     rest: int
     end: int
+    start: int = 0
+
+
+def raw_record_at(payload: bytes, pos: int) -> RawRecord:
+    """The record that starts at ``pos`` of a decompressed batch payload. One-byte varints
+    (and two-byte record lengths) are read inline, others through ``read_varint``."""
+    start = pos
+    try:  # the inline reads raise IndexError when the fields run past the payload
+        b = payload[pos]
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif payload[pos + 1] < 0x80:  # records of 64 B to 8 KiB
+            n = (b & 0x7F) | (payload[pos + 1] << 7)
+            length, pos = (n >> 1) ^ -(n & 1), pos + 2
+        else:
+            length, pos = read_varint(payload, pos)
+        end = pos + length
+        if length <= 0 or end > len(payload):  # not even the attributes byte
+            raise CorruptRecordError("record length runs past the end of the batch")
+        attributes = payload[pos]
+        b = payload[pos + 1]
+        if b < 0x80:
+            ts_delta, rest = (b >> 1) ^ -(b & 1), pos + 2
+        else:
+            ts_delta, rest = read_varint(payload, pos + 1)
+        b = payload[rest]
+        if b < 0x80:
+            offset_delta, cursor = (b >> 1) ^ -(b & 1), rest + 1
+        elif payload[rest + 1] < 0x80:  # deltas of 64 to 8191
+            n = (b & 0x7F) | (payload[rest + 1] << 7)
+            offset_delta, cursor = (n >> 1) ^ -(n & 1), rest + 2
+        else:
+            offset_delta, cursor = read_varint(payload, rest)
+        b = payload[cursor]
+        if b < 0x80:
+            key_length, cursor = (b >> 1) ^ -(b & 1), cursor + 1
+        else:
+            key_length, cursor = read_varint(payload, cursor)
+        key = None
+        if key_length >= 0:
+            if cursor + key_length > len(payload):
+                raise CorruptRecordError("record field runs past the end of the batch")
+            key = bytes(payload[cursor : cursor + key_length])
+            cursor += key_length
+        b = payload[cursor]
+        if b < 0x80:
+            value_length, cursor = (b >> 1) ^ -(b & 1), cursor + 1
+        elif payload[cursor + 1] < 0x80:  # values of 64 B to 8 KiB
+            n = (b & 0x7F) | (payload[cursor + 1] << 7)
+            value_length, cursor = (n >> 1) ^ -(n & 1), cursor + 2
+        else:
+            value_length, cursor = read_varint(payload, cursor)
+    except IndexError:
+        raise CorruptRecordError("truncated varint in a record") from None
+    if cursor > end or (value_length > 0 and cursor + value_length > end):
+        raise CorruptRecordError("record fields run past the record's length")
+    return RawRecord(attributes, ts_delta, offset_delta, key, value_length < 0, rest, end, start)
 
 
 def iter_raw_records(payload: bytes, count: int) -> Iterator[RawRecord]:
     """The ``count`` records of a decompressed batch payload."""
     pos = 0
-    size = len(payload)
     for _ in range(count):
-        length, pos = read_varint(payload, pos)
-        end = pos + length
-        if length <= 0 or end > size:  # not even the attributes byte
-            raise CorruptRecordError("record length runs past the end of the batch")
-        attributes = payload[pos]
-        ts_delta, rest = read_varint(payload, pos + 1)
-        offset_delta, cursor = read_varint(payload, rest)
-        key, cursor = _read_bytes(payload, cursor)
-        value_length, cursor = read_varint(payload, cursor)
-        if cursor > end or (value_length > 0 and cursor + value_length > end):
-            raise CorruptRecordError("record fields run past the record's length")
-        yield RawRecord(attributes, ts_delta, offset_delta, key, value_length < 0, rest, end)
-        pos = end
+        record = raw_record_at(payload, pos)
+        yield record
+        pos = record.end
 
 
 def record_timestamps(batch: bytes | memoryview, header: BatchHeader) -> Iterator[int]:
@@ -238,13 +285,31 @@ def encode_raw_batch(
     its ``payload``, with timestamp deltas rewritten against ``base_timestamp`` and the codec
     of ``attributes``. No records gives Kafka's empty batch (a header that keeps a producer's
     last sequence)."""
-    body = bytearray()
-    for record in records:
-        inner = bytearray((record.attributes,))
-        write_varint(header.base_timestamp + record.timestamp_delta - base_timestamp, inner)
-        inner += payload[record.rest : record.end]
-        write_varint(len(inner), body)
-        body += inner
+    if base_timestamp == header.base_timestamp:  # the records' bytes stay as they are
+        body: bytes | bytearray = b"".join([payload[r.start : r.end] for r in records])
+    else:
+        body = bytearray()
+        for record in records:
+            inner = bytearray((record.attributes,))
+            write_varint(header.base_timestamp + record.timestamp_delta - base_timestamp, inner)
+            inner += payload[record.rest : record.end]
+            write_varint(len(inner), body)
+            body += inner
+    return batch_of(header, body, len(records), base_timestamp=base_timestamp,
+                    attributes=attributes, max_timestamp=max_timestamp)
+
+
+def batch_of(
+    header: BatchHeader,
+    body: bytes | bytearray,
+    records: int,
+    *,
+    base_timestamp: int,
+    attributes: int,
+    max_timestamp: int | None = None,
+) -> bytes:
+    """A batch like ``header``'s (offsets, producer fields, epoch) around ``records``
+    uncompressed records (``body``), compressed with the codec of ``attributes``."""
     codec = Compression(attributes & Attr.CODEC_MASK)
     data = compression.compress(codec, bytes(body)) if records else b""
     batch = bytearray(HEADER_SIZE) + data
@@ -252,10 +317,135 @@ def encode_raw_batch(
         batch, 0, header.base_offset, len(batch) - LOG_OVERHEAD, header.leader_epoch, 2, 0,
         attributes, header.last_offset_delta, base_timestamp,
         header.max_timestamp if max_timestamp is None else max_timestamp,
-        header.producer_id, header.producer_epoch, header.base_sequence, len(records),
+        header.producer_id, header.producer_epoch, header.base_sequence, records,
     )
     struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[CRC_START:]))
     return bytes(batch)
+
+
+def record_keys(payload: bytes, count: int) -> tuple[list[bytes | None], list[int]]:
+    """(keys, offset deltas) of the records of a decompressed payload, in order: the cleaner's
+    offset-map pass, which needs nothing else. One- and two-byte varints (lengths, small
+    deltas) are read inline, the timestamp delta is skipped; longer ones go through
+    ``read_varint``."""
+    keys: list[bytes | None] = []
+    deltas: list[int] = []
+    add_key, add_delta = keys.append, deltas.append
+    pos = 0
+    size = len(payload)
+    try:  # the inline reads raise IndexError when the fields run past the payload
+        for _ in range(count):
+            b = payload[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif payload[pos + 1] < 0x80:  # records of 64 B to 8 KiB
+                n = (b & 0x7F) | (payload[pos + 1] << 7)
+                length, pos = (n >> 1) ^ -(n & 1), pos + 2
+            else:
+                length, pos = read_varint(payload, pos)
+            end = pos + length
+            if length <= 0 or end > size:
+                raise CorruptRecordError("record length runs past the end of the batch")
+            cursor = pos + 1  # attributes
+            while payload[cursor] >= 0x80:  # the timestamp delta, not needed
+                cursor += 1
+            cursor += 1
+            b = payload[cursor]
+            if b < 0x80:
+                add_delta((b >> 1) ^ -(b & 1))
+                cursor += 1
+            elif payload[cursor + 1] < 0x80:  # deltas of 64 to 8191
+                n = (b & 0x7F) | (payload[cursor + 1] << 7)
+                add_delta((n >> 1) ^ -(n & 1))
+                cursor += 2
+            else:
+                delta, cursor = read_varint(payload, cursor)
+                add_delta(delta)
+            b = payload[cursor]
+            if b < 0x80:
+                key_length, cursor = (b >> 1) ^ -(b & 1), cursor + 1
+            else:
+                key_length, cursor = read_varint(payload, cursor)
+            if cursor > end:
+                raise CorruptRecordError("record fields run past the record's length")
+            if key_length < 0:
+                add_key(None)
+            elif cursor + key_length > end:
+                raise CorruptRecordError("record key runs past the record's length")
+            else:
+                add_key(payload[cursor : cursor + key_length])
+            pos = end
+    except IndexError:
+        raise CorruptRecordError("record fields run past the end of the batch") from None
+    return keys, deltas
+
+
+class NotInOrder(Exception):
+    """A record's offset delta is not its position in the batch."""
+
+
+def record_keys_in_order(payload: bytes, count: int) -> list[bytes | None]:
+    """The keys of the records of a decompressed payload whose offset deltas should be 0, 1,
+    ... (a batch whose records count is its last offset delta plus one): ``record_keys``
+    comparing each delta's bytes with its position's instead of decoding it. NotInOrder when
+    one differs (a client may send any deltas: read such a batch with ``record_keys``)."""
+    keys: list[bytes | None] = []
+    add = keys.append
+    pos = 0
+    size = len(payload)
+    try:  # the inline reads raise IndexError when the fields run past the payload
+        for i in range(count):
+            b = payload[pos]
+            if b < 0x80:
+                end = pos + 1 + (b >> 1)
+                cursor = pos + 2  # after the attributes
+            elif payload[pos + 1] < 0x80:  # records of 64 B to 8 KiB
+                end = pos + 2 + (((b & 0x7F) | (payload[pos + 1] << 7)) >> 1)
+                cursor = pos + 3
+            else:
+                length, cursor = read_varint(payload, pos)
+                end = cursor + length
+                cursor += 1
+            # a negative length (zig-zag: the low bit), one without the attributes byte
+            if b & 1 or end > size or end < cursor:
+                raise CorruptRecordError("record length runs past the end of the batch")
+            while payload[cursor] > 0x7F:  # the timestamp delta
+                cursor += 1
+            z = i << 1  # the offset delta, zig-zag
+            if z < 0x80:
+                if payload[cursor + 1] != z:
+                    raise NotInOrder(i)
+                cursor += 1
+            elif z < 0x4000:
+                if payload[cursor + 1] != (z & 0x7F) | 0x80 or payload[cursor + 2] != z >> 7:
+                    raise NotInOrder(i)
+                cursor += 2
+            else:
+                delta, after = read_varint(payload, cursor + 1)
+                if delta != i:
+                    raise NotInOrder(i)
+                cursor = after - 1
+            b = payload[cursor + 1]
+            if b < 0x80:
+                if b & 1:  # negative: no key
+                    add(None)
+                    pos = end
+                    continue
+                cursor += 2
+                key_length = b >> 1
+            else:
+                key_length, cursor = read_varint(payload, cursor + 1)
+                if key_length < 0:
+                    add(None)
+                    pos = end
+                    continue
+            if cursor + key_length > end:
+                raise CorruptRecordError("record key runs past the record's length")
+            add(payload[cursor : cursor + key_length])
+            pos = end
+    except IndexError:
+        raise CorruptRecordError("record fields run past the end of the batch") from None
+    return keys
 
 
 def iter_record_keys(payload: bytes, count: int) -> Iterator[tuple[int, bytes | None]]:

@@ -29,19 +29,28 @@ A compacted log has a clean head (already compacted) and a dirty tail. One clean
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from samsa.records import compression
-from samsa.records.batch import HEADER_SIZE, Attr, BatchHeader
+from samsa.records.batch import HEADER_SIZE, Attr, BatchHeader, record_starts
 from samsa.records.control import read_marker
-from samsa.records.record import encode_raw_batch, iter_raw_records, iter_record_keys
+from samsa.records.record import (
+    NotInOrder,
+    RawRecord,
+    encode_raw_batch,
+    iter_raw_records,
+    raw_record_at,
+    record_keys,
+    record_keys_in_order,
+)
 from samsa.storage.cleaner_txns import TxnCleaning
 from samsa.storage.segment import INT32_MAX, LogSegment
 from samsa.storage.txn_index import write_txn_index
@@ -59,6 +68,7 @@ OFFSET_MAP_ENTRY_BYTES = 128
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 LONG_MAX = 2**63 - 1
+_WRITE_CHUNK = 1024 * 1024
 
 
 class CleanerError(RuntimeError):
@@ -157,25 +167,25 @@ def cleanable(log_: Log, checkpoint: int | None, now_ms: int) -> Cleanable:
 
 def _batches(
     segments: list[LogSegment], start: int, end: int
-) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
-    """(segment, position, header) of every batch holding offsets in ``[start, end)``."""
+) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
+    """(segment, header, bytes) of every batch holding offsets in ``[start, end)``, read a
+    chunk of many batches at a time."""
     for segment, seg_end in _segment_ends(segments):
         if seg_end <= start:
             continue
         if segment.base_offset >= end:
             return
         origin = segment.index.lookup(start) if segment.base_offset <= start else 0
-        for pos, header in segment.scan(origin):
+        for _, header, data in segment.read_batches(origin):
             if header.last_offset < start:
                 continue
             if header.base_offset >= end:
                 return
-            yield segment, pos, header
+            yield segment, header, data
 
 
-def _payload(segment: LogSegment, pos: int, header: BatchHeader) -> bytes:
-    data = segment.read_bytes(pos, header.size)
-    return compression.decompress(header.compression, memoryview(data)[HEADER_SIZE:])
+def _payload(data: memoryview, header: BatchHeader) -> bytes:
+    return compression.decompress(header.compression, data[HEADER_SIZE:])
 
 
 def build_offset_map(
@@ -185,7 +195,8 @@ def build_offset_map(
     """Fill ``offset_map`` from ``[start, end)`` (aborted transactions left out); returns
     where it stopped (exclusive)."""
     segments = list(log_.segments)
-    for segment, pos, header in _batches(segments, start, end):
+    offsets = offset_map.offsets
+    for _, header, data in _batches(segments, start, end):
         if header.is_control or header.records_count == 0:
             continue
         if txns is not None and txns.aborted_txn(header) is not None:
@@ -198,12 +209,21 @@ def build_offset_map(
                     "log.cleaner.dedupe.buffer.size"
                 )
             return header.base_offset
-        payload = _payload(segment, pos, header)
-        offsets = offset_map.offsets
-        base = header.base_offset
-        for delta, key in iter_record_keys(payload, header.records_count):
-            if key is not None:
-                offsets[key] = base + delta
+        payload = _payload(data, header)
+        base, count = header.base_offset, header.records_count
+        # a key's later offsets in the batch come later in the zip and win, as in a loop
+        in_order: list[bytes | None] | None = None
+        if count == header.last_offset_delta + 1:  # offset deltas 0, 1, ...: only checked
+            with contextlib.suppress(NotInOrder):
+                in_order = record_keys_in_order(payload, count)
+        if in_order is not None:
+            offsets.update(zip(in_order, range(base, base + count),  # type: ignore[arg-type]
+                               strict=True))
+        else:
+            keys, deltas = record_keys(payload, count)
+            offsets.update(zip(keys, map(base.__add__, deltas),  # type: ignore[arg-type]
+                               strict=True))
+        offsets.pop(None, None)  # type: ignore[call-overload]  # keyless records: not mapped
         stats.map_messages += header.records_count
         stats.bytes_read += header.size
     return end
@@ -246,10 +266,33 @@ class MappedRange:
         i = bisect_left(self.offsets, first)
         return i < len(self.offsets) and self.offsets[i] <= last
 
+    def between(self, first: int, last: int) -> list[int]:
+        """The mapped offsets in ``[first, last]``, in order."""
+        return self.offsets[bisect_left(self.offsets, first):bisect_right(self.offsets, last)]
+
+
+def _mapped_survivors(payload: bytes, header: BatchHeader, mapped: MappedRange
+                      ) -> list[RawRecord] | None:
+    """The records of a batch of the mapped range that no later record of their key
+    replaces: those whose offsets the map holds, found by position without reading the other
+    records' keys (a batch whose offsets are contiguous: record i has offset delta i). None
+    when the records do not look as the header says (the caller reads them one by one)."""
+    starts = record_starts(payload, header.records_count)
+    if starts is None:
+        return None
+    base = header.base_offset
+    survivors = []
+    for offset in mapped.between(base, header.last_offset):
+        delta = offset - base
+        record = raw_record_at(payload, starts[delta])
+        if record.offset_delta != delta or record.end != starts[delta + 1]:
+            return None
+        survivors.append(record)
+    return survivors
+
 
 def clean_batch(
-    segment: LogSegment,
-    pos: int,
+    data: memoryview,
     header: BatchHeader,
     offset_map: OffsetMap,
     now_ms: int,
@@ -260,8 +303,9 @@ def clean_batch(
     map_end: int | None = None,
     mapped: MappedRange | None = None,
     txns: TxnCleaning | None = None,
-) -> bytes | None:
-    """What of one batch survives cleaning: the same bytes, a rewritten batch, or None.
+) -> bytes | memoryview | None:
+    """What of one batch (``data``, its bytes) survives cleaning: the same bytes, a rewritten
+    batch, or None.
 
     Records at or past ``map_end`` (where the offset map stopped) are kept as they are, as
     Kafka keeps them: the map knows nothing of what follows them, tombstones included.
@@ -269,16 +313,15 @@ def clean_batch(
     without reading its records. ``txns`` decides about transactions (cleaner_txns.py)."""
     stats.messages_read += header.records_count
     if header.is_control:
-        return _clean_marker(segment.read_bytes(pos, header.size), header, txns, now_ms,
-                             delete_retention_ms, stats)
+        return _clean_marker(data, header, txns, now_ms, delete_retention_ms, stats)
     aborted = txns is not None and txns.on_batch(header)
     if header.records_count == 0:  # an empty batch lives while it is its producer's last
         if producer_last_offsets.get(header.producer_id) == header.last_offset:
-            return segment.read_bytes(pos, header.size)
+            return data
         return None
     if aborted:
         if producer_last_offsets.get(header.producer_id) == header.last_offset:
-            payload = _payload(segment, pos, header)
+            payload = _payload(data, header)
             return encode_raw_batch(
                 header, payload, [], base_timestamp=header.base_timestamp,
                 attributes=header.attributes & ~Attr.CODEC_MASK & ~Attr.DELETE_HORIZON,
@@ -291,27 +334,38 @@ def clean_batch(
         and producer_last_offsets.get(header.producer_id) != header.last_offset
     ):
         return None
-    data = segment.read_bytes(pos, header.size)
-    payload = compression.decompress(header.compression, memoryview(data)[HEADER_SIZE:])
+    payload = _payload(data, header)
     has_horizon = bool(header.attributes & Attr.DELETE_HORIZON)
     horizon_passed = has_horizon and now_ms >= header.base_timestamp
-    offsets = offset_map.offsets
     kept = []
     tombstones = False
-    for record in iter_raw_records(payload, header.records_count):
-        if record.key is None:
-            continue  # a compacted log holds only keyed records
-        offset = header.base_offset + record.offset_delta
-        if map_end is not None and offset >= map_end:
+    survivors = None
+    if (mapped is not None and mapped.covers(header)
+            and header.records_count == header.last_offset_delta + 1):
+        survivors = _mapped_survivors(payload, header, mapped)
+    if survivors is not None:
+        for record in survivors:
+            if record.value_is_null:
+                if horizon_passed:
+                    continue
+                tombstones = True
             kept.append(record)
-            continue
-        if offsets.get(record.key, -1) > offset:
-            continue  # a later value of this key exists
-        if record.value_is_null:
-            if horizon_passed:
+    else:
+        offsets = offset_map.offsets
+        for record in iter_raw_records(payload, header.records_count):
+            if record.key is None:
+                continue  # a compacted log holds only keyed records
+            offset = header.base_offset + record.offset_delta
+            if map_end is not None and offset >= map_end:
+                kept.append(record)
                 continue
-            tombstones = True
-        kept.append(record)
+            if offsets.get(record.key, -1) > offset:
+                continue  # a later value of this key exists
+            if record.value_is_null:
+                if horizon_passed:
+                    continue
+                tombstones = True
+            kept.append(record)
     stats.messages_written += len(kept)
     stamp = tombstones and not has_horizon
     if tombstones:
@@ -343,9 +397,9 @@ def clean_batch(
 
 
 def _clean_marker(
-    data: bytes, header: BatchHeader, txns: TxnCleaning | None, now_ms: int,
+    data: memoryview, header: BatchHeader, txns: TxnCleaning | None, now_ms: int,
     delete_retention_ms: int, stats: CleanStats,
-) -> bytes | None:
+) -> bytes | memoryview | None:
     """A transaction marker stays, gets its delete horizon, or goes after it."""
     marker = read_marker(data) if txns is not None else None
     if marker is None or txns is None or not txns.on_marker(header, marker):
@@ -360,7 +414,7 @@ def _clean_marker(
     horizon = min(now_ms + delete_retention_ms, LONG_MAX)
     stats.note_horizon(horizon)
     stats.messages_written += header.records_count
-    payload = compression.decompress(header.compression, memoryview(data)[HEADER_SIZE:])
+    payload = _payload(data, header)
     records = list(iter_raw_records(payload, header.records_count))
     return encode_raw_batch(header, payload, records, base_timestamp=horizon,
                             attributes=header.attributes | Attr.DELETE_HORIZON,
@@ -405,15 +459,24 @@ def write_cleaned(
     retention = log_.config.delete_retention_ms
     try:
         out = building.file
+        pending: list[bytes | memoryview] = []  # written a chunk at a time
+        pending_bytes = 0
         for segment in group:
-            for pos, header in segment.scan(0):
-                kept = clean_batch(segment, pos, header, offset_map, now_ms, retention,
+            for _, header, data in segment.read_batches(0):
+                kept = clean_batch(data, header, offset_map, now_ms, retention,
                                    producer_last_offsets, stats, map_end=map_end,
                                    mapped=mapped, txns=txns)
                 if kept is not None:
-                    out.write(kept)
-                    stats.bytes_written += len(kept)
+                    pending.append(kept)
+                    pending_bytes += len(kept)
+                    if pending_bytes >= _WRITE_CHUNK:
+                        out.write(b"".join(pending))
+                        stats.bytes_written += pending_bytes
+                        pending, pending_bytes = [], 0
             stats.segments_cleaned += 1
+        if pending:
+            out.write(b"".join(pending))
+            stats.bytes_written += pending_bytes
         building.recover()  # its indexes, built here rather than on the event loop
         if txns is not None:
             write_txn_index(building.txn_index.path, txns.take_index_entries())

@@ -19,6 +19,7 @@ from crc32c import crc32c
 from samsa.records.batch import (
     CRC_START,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     BatchHeader,
     read_header,
@@ -35,6 +36,7 @@ INT32_MAX = 2**31 - 1
 _FIRST_SCAN_CHUNK = 4 * 1024
 _SCAN_CHUNK = 64 * 1024
 _RECENT_BATCHES = 256  # the batches appended lately whose positions a segment keeps
+_READ_CHUNK = 1024 * 1024
 _IOV_MAX = 1024
 
 
@@ -246,6 +248,30 @@ class LogSegment:
                 return
             yield pos, header
             pos += header.size
+
+    def read_batches(self, start: int, chunk: int = _READ_CHUNK
+                     ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """(position, header, bytes) of each whole batch from ``start`` (a batch boundary) on,
+        read ``chunk`` bytes at a time (one pread for many batches: the log cleaner)."""
+        end = self.size
+        pos = start
+        buf, buf_start = memoryview(b""), start
+        while end - pos >= HEADER_SIZE:
+            off = pos - buf_start
+            if off + HEADER_SIZE > len(buf):
+                buf, buf_start, off = memoryview(os.pread(self.fd, chunk, pos)), pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            header = read_header(buf, off)
+            size = header.batch_length + LOG_OVERHEAD
+            if header.batch_length < MIN_BATCH_LENGTH or pos + size > end:
+                return
+            if off + size > len(buf):  # the batch runs past the chunk: read from it on
+                buf, buf_start, off = memoryview(os.pread(self.fd, max(chunk, size), pos)), pos, 0
+                if len(buf) < size:
+                    return
+            yield pos, header, buf[off : off + size]
+            pos += size
 
     def _header_at(self, position: int) -> BatchHeader | None:
         for _, header in self.scan(position):

@@ -539,7 +539,8 @@ def _clean(directory: Path, batch: bytes, offsets: dict[bytes, int], *, now: int
     offset_map = OffsetMap(100)
     offset_map.offsets.update(offsets)
     stats = CleanStats()
-    out = clean_batch(segment, pos, header, offset_map, now, retention, producers or {}, stats)
+    out = clean_batch(memoryview(segment.read_bytes(pos, header.size)), header, offset_map, now,
+                      retention, producers or {}, stats)
     original = segment.read_bytes(pos, header.size)
     log.close()
     return original, out, stats
@@ -702,8 +703,8 @@ def _clean_from(directory: Path, batch: bytes, offsets: dict[bytes, int], now: i
     log, segment, pos, header = _one_batch(directory, batch)
     offset_map = OffsetMap(100)
     offset_map.offsets.update(offsets)
-    out = clean_batch(segment, pos, header, offset_map, now, RETENTION_MS, {}, CleanStats(),
-                      map_end=map_end)
+    out = clean_batch(memoryview(segment.read_bytes(pos, header.size)), header, offset_map, now,
+                      RETENTION_MS, {}, CleanStats(), map_end=map_end)
     log.close()
     return out
 
