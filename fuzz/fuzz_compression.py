@@ -6,13 +6,15 @@ business, fuzz_records.py) and its records are read by every reader the broker h
 * ``compression.decompress`` of the body with each of the five codecs (gzip, snappy in
   xerial framing or raw, lz4 frame, zstd), whatever the attributes say;
 * ``decode_records`` (tools, timestamp lookups, markers), ``iter_raw_records`` (the log
-  cleaner, the compacted topic's key check) and ``iter_record_keys`` (the cleaner's offset
-  map) on the batch's own codec;
+  cleaner, the compacted topic's key check), ``iter_record_keys``, ``record_keys`` and
+  ``record_keys_in_order`` (the cleaner's offset map) and ``record_starts`` (where the
+  cleaner finds a batch's survivors) on the batch's own codec;
 * ``read_marker`` when the batch says it is a control batch.
 
-They may refuse the bytes only with CorruptRecordError or UnsupportedCompressionError. When
-``decode_records`` reads every record, the cleaner's two readers must read the same records:
-the same offset deltas, keys and null values.
+They may refuse the bytes only with CorruptRecordError or UnsupportedCompressionError
+(``record_keys_in_order`` also with NotInOrder, ``record_starts`` answers None). When
+``decode_records`` reads every record, the cleaner's readers must read the same records: the
+same offset deltas, keys and null values, and the same record boundaries.
 
     python fuzz/fuzz_compression.py tests/fuzz_corpus/compression -runs=200000
 """
@@ -30,12 +32,16 @@ from samsa.records.batch import (
     Compression,
     crc_of,
     read_header,
+    record_starts,
 )
 from samsa.records.control import read_marker
 from samsa.records.record import (
+    NotInOrder,
     decode_records,
     iter_raw_records,
     iter_record_keys,
+    record_keys,
+    record_keys_in_order,
     records_payload,
 )
 
@@ -79,10 +85,19 @@ def check(data: bytes) -> None:
             raise AssertionError("decode_records read what records_payload refused") from None
         return
     try:
-        raw = [(r.offset_delta, r.key, r.value_is_null)
-               for r in iter_raw_records(payload, count)]
+        raws = list(iter_raw_records(payload, count))
+        raw = [(r.offset_delta, r.key, r.value_is_null) for r in raws]
     except _REFUSALS:
-        raw = None
+        raws, raw = [], None
+    try:
+        pairs = record_keys(payload, count)
+    except _REFUSALS:
+        pairs = None
+    try:
+        in_order = record_keys_in_order(payload, count)
+    except (*_REFUSALS, NotInOrder):
+        in_order = None
+    starts = record_starts(payload, count)
     try:
         keys = list(iter_record_keys(payload, count))
     except _REFUSALS:
@@ -92,6 +107,18 @@ def check(data: bytes) -> None:
             raise AssertionError(f"iter_raw_records read {raw}, decode_records {records}")
         if keys != [(delta, key) for delta, key, _ in records]:
             raise AssertionError(f"iter_record_keys read {keys}, decode_records {records}")
+        if pairs != ([key for _, key, _ in records], [delta for delta, _, _ in records]):
+            raise AssertionError(f"record_keys read {pairs}, decode_records {records}")
+        # (NotInOrder is allowed for deltas in order too: a varint written longer than it
+        # needs to be is read record by record)
+        if in_order is not None and (
+                in_order != [key for _, key, _ in records]
+                or [delta for delta, _, _ in records] != list(range(count))):
+            raise AssertionError(f"record_keys_in_order read {in_order}, decode_records "
+                                 f"{records}")
+        bounds = [r.start for r in raws] + [raws[-1].end if raws else 0]
+        if starts is not None and starts != bounds:
+            raise AssertionError(f"record_starts found {starts}, iter_raw_records {bounds}")
     if header.is_control:
         try:
             read_marker(batch)
