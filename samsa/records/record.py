@@ -388,53 +388,55 @@ def record_keys_in_order(payload: bytes, count: int) -> list[bytes | None]:
     """The keys of the records of a decompressed payload whose offset deltas should be 0, 1,
     ... (a batch whose records count is its last offset delta plus one): ``record_keys``
     comparing each delta's bytes with its position's instead of decoding it. NotInOrder when
-    one differs (a client may send any deltas: read such a batch with ``record_keys``)."""
+    one differs, or when the records do not end where the payload does (a client may send
+    any deltas: read such a batch with ``record_keys``)."""
     keys: list[bytes | None] = []
     add = keys.append
     pos = 0
-    size = len(payload)
     try:  # the inline reads raise IndexError when the fields run past the payload
         for i in range(count):
             b = payload[pos]
             if b < 0x80:
                 end = pos + 1 + (b >> 1)
                 cursor = pos + 2  # after the attributes
-            elif payload[pos + 1] < 0x80:  # records of 64 B to 8 KiB
-                end = pos + 2 + (((b & 0x7F) | (payload[pos + 1] << 7)) >> 1)
-                cursor = pos + 3
             else:
-                length, cursor = read_varint(payload, pos)
-                end = cursor + length
-                cursor += 1
-            # a negative length (zig-zag: the low bit), one without the attributes byte
-            if b & 1 or end > size or end < cursor:
+                c = payload[pos + 1]
+                if c < 0x80:  # records of 64 B to 8 KiB
+                    end = pos + 2 + (((b & 0x7F) | (c << 7)) >> 1)
+                    cursor = pos + 3
+                else:
+                    length, cursor = read_varint(payload, pos)
+                    end = cursor + length
+                    cursor += 1
+            if b & 1 or end < cursor:  # a negative length (zig-zag), or no attributes
                 raise CorruptRecordError("record length runs past the end of the batch")
             while payload[cursor] > 0x7F:  # the timestamp delta
                 cursor += 1
-            z = i << 1  # the offset delta, zig-zag
+            z = i << 1  # the offset delta, zig-zag, then the key length
             if z < 0x80:
                 if payload[cursor + 1] != z:
                     raise NotInOrder(i)
-                cursor += 1
+                b = payload[cursor + 2]
+                cursor += 3
             elif z < 0x4000:
                 if payload[cursor + 1] != (z & 0x7F) | 0x80 or payload[cursor + 2] != z >> 7:
                     raise NotInOrder(i)
-                cursor += 2
+                b = payload[cursor + 3]
+                cursor += 4
             else:
-                delta, after = read_varint(payload, cursor + 1)
+                delta, cursor = read_varint(payload, cursor + 1)
                 if delta != i:
                     raise NotInOrder(i)
-                cursor = after - 1
-            b = payload[cursor + 1]
+                b = payload[cursor]
+                cursor += 1
             if b < 0x80:
                 if b & 1:  # negative: no key
                     add(None)
                     pos = end
                     continue
-                cursor += 2
                 key_length = b >> 1
             else:
-                key_length, cursor = read_varint(payload, cursor + 1)
+                key_length, cursor = read_varint(payload, cursor - 1)
                 if key_length < 0:
                     add(None)
                     pos = end
@@ -445,6 +447,8 @@ def record_keys_in_order(payload: bytes, count: int) -> list[bytes | None]:
             pos = end
     except IndexError:
         raise CorruptRecordError("record fields run past the end of the batch") from None
+    if pos != len(payload):
+        raise NotInOrder(count)
     return keys
 
 
