@@ -42,6 +42,13 @@ keys, and the size before and after. What one run does, per codec (``--codecs``)
   under cProfile; the top functions by own time. cProfile slows call-heavy Python code more
   than C, so the shares are indicative.
 
+* **baseline** (``--baseline TREE``): every run cleans a fresh copy of the same log twice, once
+  with this tree's cleaner and once with the other tree's, each in a worker process (this script
+  with ``--worker``, that tree first on ``PYTHONPATH``), in alternating order; verify checks
+  both. A table gives the cleaning process's CPU microseconds per message (medians) and the
+  Python calls per message under cProfile of one cleaning of the ``--profile-size`` log per
+  tree (deterministic), side by side, with their ratios.
+
 With ``--repeat`` the log is built once per codec and copied (untimed) for each run; the tables
 show medians. At most about twice ``--size`` is on disk at a time (three times with
 ``--repeat``); data goes to a temporary directory under ``--dir`` (default: the system
@@ -49,6 +56,7 @@ temporary directory), removed at the end.
 
     .venv/bin/python bench/cleaner_bench.py                        # 1 GiB, none and lz4
     .venv/bin/python bench/cleaner_bench.py --size 256M --codecs none,lz4,zstd --repeat 3
+    .venv/bin/python bench/cleaner_bench.py --size 256M --repeat 3 --baseline /tmp/old
 
 Timings never fail the run; a verification failure exits with status 1.
 """

@@ -22,6 +22,13 @@ full ISR in the metadata.
      ``enable.idempotence=true``: the same producer as ``rf1_acksall``, so that ratio is the cost
      of replication alone (a produce is answered once both followers have fetched the batch).
 
+   Two more (``--workloads``, not run by default), with a fixed request stream instead of
+   librdkafka's timing-dependent batching: ``rf1_batches`` and ``rf3_batches`` (same topics as
+   ``rf1_acksall`` / ``rf3_acksall``) send Produce v9 requests of one pre-encoded batch of
+   ``--batch-records`` (500) 200-byte records, no producer id, acks=all, one request in flight
+   per partition, from a thread per partition, so that every run of any samsa makes the same
+   requests (with RF 3, exactly one follower fetch with data per request and follower).
+
    msg/s and MB/s (value bytes / s / 1e6) count messages whose delivery report succeeded: sent,
    less those failed (``delivery.report.only.error``: only failures reach Python) and those still
    unacknowledged after the grace (purged). One message per partition is delivered before the
@@ -61,6 +68,14 @@ full ISR in the metadata.
    as asked). Throughput and ``failover_term`` run on the first cluster only (they do not depend
    on the session timeout). ``--rounds`` rounds each; the median is reported.
 
+``--baseline TREE`` starts a second cluster whose brokers run another samsa source tree
+(``PYTHONPATH``), and runs every throughput workload on both, interleaved (every other round in
+reverse order); per workload the run with the least brokers' CPU per message is compared. With
+``--profile`` every broker runs under cProfile (``profiled_broker.py``): SIGUSR1 before and after
+a workload gives the Python calls per message of the three brokers together and the functions
+called most (the CPU figures are then the profiled brokers'; run once more without it for
+those). Calls per message are deterministic for the ``*_batches`` workloads.
+
 Output: one JSON line per workload (and per failover round) on stdout; a table on stderr, then a
 markdown snippet for the README's performance section with the exact command. Timings never fail
 the run: the exit status is 0.
@@ -68,6 +83,9 @@ the run: the exit status is 0.
     .venv/bin/python bench/cluster_bench.py                    # about 2.5 minutes
     .venv/bin/python bench/cluster_bench.py --messages 500000 --seconds 10 --repeat 3
     .venv/bin/python bench/cluster_bench.py --parts failover_kill --session-timeouts-ms 6000
+    git worktree add /tmp/old <commit>                 # two versions, interleaved, one run:
+    .venv/bin/python bench/cluster_bench.py --parts throughput --baseline /tmp/old \
+        --workloads rf1_acksall,rf3_acksall,rf1_batches,rf3_batches [--profile]
 """
 
 from __future__ import annotations

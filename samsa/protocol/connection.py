@@ -138,6 +138,8 @@ class BrokerConnection:
         self.versions: dict[int, tuple[int, int]] = {}
         self.sasl: SaslClientSettings | None = None
         self._reauthenticate_at: float | None = None  # time.monotonic()
+        self._frame_in_flight = False  # request_frame's request is out: abandon answers it
+        self._abandoned = False  # abandoned before request_frame sent its request
 
     @classmethod
     async def open(
@@ -213,9 +215,16 @@ class BrokerConnection:
         from ``next_correlation_id``) and return its response frame (after the size prefix)
         within ``timeout`` seconds, or None when ``abandon`` was called meanwhile. The view
         is valid until the next request on this connection, which reuses the buffer."""
+        self._abandoned = False
         if self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at:
             await self.authenticate(timeout)
-        return await self._send(frame, api_key, timeout)
+            if self._abandoned:
+                return None
+        self._frame_in_flight = True
+        try:
+            return await self._send(frame, api_key, timeout)
+        finally:
+            self._frame_in_flight = False
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         """The transport's (``sockname``, ``peername``, ``ssl_object``, ...)."""
@@ -226,8 +235,12 @@ class BrokerConnection:
         return self.codec.next_correlation_id()
 
     def abandon(self) -> None:
-        """Give up on the request in flight: ``request_frame`` returns None, and the
-        connection closes (its answer would still come)."""
+        """Give up on ``request_frame``'s request: it returns None, and the connection closes
+        (its answer would still come); while it re-authenticates first, it returns None after
+        that, without sending anything."""
+        if not self._frame_in_flight:
+            self._abandoned = True
+            return
         wire = self._wire
         pending, wire.pending = wire.pending, None
         if pending is not None and not pending.done():

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 import samsa
 from samsa.protocol.build import response
@@ -26,6 +26,7 @@ from samsa.protocol.client import (
 )
 from samsa.protocol.codec import decode_request, encode_response
 from samsa.protocol.connection import BrokerConnection, BrokerConnectionError
+from samsa.protocol.replica_fetch import decode_fetch_response, encode_fetch_request
 from samsa.tools.common import ToolError
 from samsa.tools.wire import Wire
 
@@ -235,3 +236,47 @@ def test_blocking_wire_fails_in_one_line_on_a_broken_peer(
     with pytest.raises(ToolError, match=message) as failure:
         Wire("127.0.0.1", port, time.monotonic() + timeout)
     assert "\n" not in failure.value.message
+
+
+def test_request_frame_answers_a_view_and_abandon_ends_a_long_poll(broker: samsa.Broker) -> None:
+    """The replica fetcher's way: a pre-encoded frame, its answer as a read-only view of the
+    connection's buffer; ``abandon`` ends a request in flight (None) and closes the
+    connection."""
+    topic = "request-frame"
+
+    async def main() -> None:
+        connection = await BrokerConnection.open("127.0.0.1", broker.port, "test", 30.0)
+        try:
+            frame, sent = connection.codec.encode(METADATA, 12, MetadataRequest(
+                topics=(MetadataRequestTopic(topic_id=None, name=topic),),
+                allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+            view = await connection.request_frame(frame, METADATA, 30.0)
+            assert isinstance(view, memoryview) and view.readonly
+            assert [t.name for t in connection.codec.decode(sent, view).topics] == [topic]
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while True:  # until the new topic's partition has a leader
+                correlation = connection.next_correlation_id()
+                fetch = encode_fetch_request(correlation, "test", -1, 0, 1, 1 << 20,
+                                             [(topic, [(0, -1, 0, -1, -1, 1 << 20)])])
+                answer = await connection.request_frame(fetch, 1, 30.0)
+                assert answer is not None
+                partition = decode_fetch_response(answer, correlation).responses[0].partitions[0]
+                if partition.error_code == 0 or loop.time() > deadline:
+                    break
+                await asyncio.sleep(0.05)
+            assert partition.error_code == 0
+            # a consumer's long poll at the end of an empty partition: 20 s unless abandoned
+            correlation = connection.next_correlation_id()
+            fetch = encode_fetch_request(correlation, "test", -1, 20_000, 1, 1 << 20,
+                                         [(topic, [(0, -1, 0, -1, -1, 1 << 20)])])
+            loop.call_later(0.2, connection.abandon)
+            started = loop.time()
+            assert await connection.request_frame(fetch, 1, 30.0) is None
+            assert loop.time() - started < 10
+            with pytest.raises(BrokerConnectionError, match="abandoned"):
+                await connection.request_frame(fetch, 1, 30.0)
+        finally:
+            await connection.close()
+
+    asyncio.run(main())
