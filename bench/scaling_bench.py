@@ -100,7 +100,11 @@ def produce(bootstrap: str, partitions: int, rf: int, seconds: float, results: A
 def consume(bootstrap: str, total: int, members: int, results: Any) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scaling",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 100, "log_level": 0})
+                         # librdkafka stops prefetching at 100,000 queued messages, then
+                         # waits fetch.queue.backoff.ms (1 s): that, not the brokers, would
+                         # set the rate (as in broker_bench.py)
+                         "queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 0,
+                         "log_level": 0})
     consumer.subscribe([TOPIC])
     read = 0
     deadline = time.monotonic() + 300
