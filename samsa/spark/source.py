@@ -531,7 +531,47 @@ def read_range(
     Stops at ``end``, or at the high watermark when the range reaches past it. Offsets missing
     inside the range (compaction, transaction markers) are skipped. With no progress for
     ``poll_timeout_ms`` the task fails (failOnDataLoss=true) or ends (false): it never hangs.
+
+    Reads with Fetch and decodes the record batches in bulk (``fetch_read``) where the client
+    settings allow (PLAINTEXT, the settings that path knows, a broker of Kafka 3.0 or later);
+    otherwise message by message with librdkafka.
     """
+    from samsa.spark.fetch_read import DataLoss, ReadFailed, fetch_settings, read_range_fetch
+    from samsa.spark.task_client import NotSupported
+
+    settings = fetch_settings({**CLIENT_DEFAULTS, **params})
+    if settings is not None:
+        started = False
+        try:
+            for batch in read_range_fetch(
+                rng, settings, arrow_schema(include_headers),
+                fail_on_data_loss=fail_on_data_loss, poll_timeout_ms=poll_timeout_ms,
+                batch_rows=batch_rows,
+            ):
+                started = True
+                yield batch
+            return
+        except (DataLoss, ReadFailed) as exc:
+            raise SamsaSourceError(str(exc)) from None
+        except NotSupported as exc:
+            if started:
+                raise SamsaSourceError(f"reading {rng.topic}-{rng.partition}: {exc}") from None
+    yield from read_range_librdkafka(
+        rng, params, include_headers=include_headers, fail_on_data_loss=fail_on_data_loss,
+        poll_timeout_ms=poll_timeout_ms, batch_rows=batch_rows,
+    )
+
+
+def read_range_librdkafka(
+    rng: OffsetRange,
+    params: Mapping[str, str],
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS,
+    batch_rows: int = BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`read_range` with a confluent-kafka Consumer, one message at a time."""
     import time
 
     import pyarrow as pa
