@@ -28,8 +28,8 @@ from samsa.records.record import read_varint
 if TYPE_CHECKING:
     import pyarrow as pa
 
-#: zero bytes after the joined payloads: the unaligned 4-byte reads of a field near the end
-#: (the prefix and inline bytes of Arrow's views) stay inside the buffer
+#: zero bytes after the joined payloads: the unaligned 8-byte reads of a field's first 12 bytes
+#: (the prefix or inline bytes of Arrow's views) near the end stay inside the buffer
 _PAD = 16
 #: a view's bytes inline up to this length (Arrow's binary_view layout)
 _INLINE = 12

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from samsa.errors import ErrorCode, kafka_name
+from samsa.errors import CorruptRecordError, ErrorCode, kafka_name
 from samsa.spark.arrow_records import decode_batches, record_batch
 from samsa.spark.fetched import visible_batches
 from samsa.spark.task_client import ClientError, PartitionClient, parse_bootstrap
@@ -155,13 +155,19 @@ def read_range_fetch(
                         f"(requested range [{rng.start}, {rng.end})): "
                         f"{kafka_name(answer.error)}. Set failOnDataLoss=false to skip deleted "
                         "records.")
-                earliest = client.list_offset(-2)
+                try:  # as librdkafka's auto.offset.reset=earliest: on from the log start
+                    earliest, latest = client.list_offset(-2), client.list_offset(-1)
+                except ClientError as exc:
+                    problem = str(exc)
+                    client.forget_leader()
+                    time.sleep(RETRY_BACKOFF_S)
+                    continue
                 if earliest > fetch_at:
                     fetch_at = position = earliest
                     last_progress = time.monotonic()
                     continue
-                if client.list_offset(-1) <= fetch_at:
-                    return
+                if latest <= fetch_at:
+                    return  # past the log's end (it was truncated)
                 problem = kafka_name(answer.error)
                 time.sleep(RETRY_BACKOFF_S)
                 continue
@@ -174,8 +180,11 @@ def read_range_fetch(
                 time.sleep(RETRY_BACKOFF_S)
                 continue
 
-            visible = visible_batches(answer.records, read_committed=settings.read_committed,
-                                      aborted=answer.aborted)
+            try:
+                visible = visible_batches(answer.records, read_committed=settings.read_committed,
+                                          aborted=answer.aborted)
+            except CorruptRecordError as exc:
+                raise ReadFailed(f"reading {where} failed at offset {fetch_at}: {exc}") from None
             # as far as the log may be read now: the range may reach past it
             limit = answer.last_stable_offset if settings.read_committed else (
                 answer.high_watermark)
@@ -192,7 +201,11 @@ def read_range_fetch(
             if more:
                 client.send_fetch(fetch_at, max_bytes)  # fetched while this answer is decoded
             if visible.batches:
-                columns = decode_batches(answer.records, visible.batches)
+                try:
+                    columns = decode_batches(answer.records, visible.batches)
+                except CorruptRecordError as exc:
+                    raise ReadFailed(f"reading {where} failed after offset {position - 1}: "
+                                     f"{exc}") from None
                 lo = int(np.searchsorted(columns.offsets, position))
                 hi = int(np.searchsorted(columns.offsets, rng.end))
                 for start in range(lo, hi, batch_rows):
