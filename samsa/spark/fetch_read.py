@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from samsa.errors import CorruptRecordError, ErrorCode, kafka_name
+from samsa.records.batch import BatchHeader
 from samsa.spark.arrow_records import decode_batches, record_batch
 from samsa.spark.fetched import visible_batches
 from samsa.spark.task_client import ClientError, PartitionClient, parse_bootstrap
@@ -200,9 +201,9 @@ def read_range_fetch(
             more = fetch_at < rng.end and not 0 <= limit <= fetch_at
             if more:
                 client.send_fetch(fetch_at, max_bytes)  # fetched while this answer is decoded
-            if visible.batches:
+            for group in _groups(visible.batches, batch_rows, position, rng.end):
                 try:
-                    columns = decode_batches(answer.records, visible.batches)
+                    columns = decode_batches(answer.records, group)
                 except CorruptRecordError as exc:
                     raise ReadFailed(f"reading {where} failed after offset {position - 1}: "
                                      f"{exc}") from None
@@ -217,3 +218,23 @@ def read_range_fetch(
                 return
     finally:
         client.close()
+
+
+def _groups(batches: list[tuple[int, BatchHeader]], rows: int, start: int, end: int
+            ) -> Iterator[list[tuple[int, BatchHeader]]]:
+    """The batches holding offsets of ``[start, end)``, in groups of about ``rows`` records
+    (a larger batch alone): decoded and handed to Spark a group at a time, the next group is
+    decoded while the JVM takes in the previous one, rather than the JVM waiting for a whole
+    answer's rows and then the task for the JVM."""
+    group: list[tuple[int, BatchHeader]] = []
+    size = 0
+    for pos, header in batches:
+        if header.last_offset < start or header.base_offset >= end:
+            continue
+        if group and size + header.records_count > rows:
+            yield group
+            group, size = [], 0
+        group.append((pos, header))
+        size += header.records_count
+    if group:
+        yield group
