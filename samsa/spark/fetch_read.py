@@ -2,11 +2,13 @@
 
 The task fetches its topic-partition's record batches as bytes (``task_client``), keeps the
 batches a consumer returns (``fetched``: no control batches, no aborted transactions under
-read_committed) and turns them into Arrow columns all at once (``arrow_records``). The next
-Fetch is sent before the previous answer is decoded, so the broker reads while the task
-decodes. The semantics are those of the librdkafka reader in ``source.py``, which serves the
+read_committed) and turns them into Arrow columns in bulk (``arrow_records``), about
+``batch_rows`` records at a time so that the JVM takes in one group while the next is decoded.
+The next Fetch is sent before the previous answer is decoded, so the broker reads while the
+task decodes. The semantics are those of the librdkafka reader in ``source.py``, which serves the
 Kafka settings this path does not know (TLS, SASL, any other librdkafka option) and brokers
-older than Kafka 3.0: :func:`fetch_settings` says which one a read takes.
+without Fetch v12, Metadata v12 or ListOffsets v7: :func:`fetch_settings` says which one a
+read takes.
 """
 
 from __future__ import annotations

@@ -535,7 +535,7 @@ def read_range(
     ``poll_timeout_ms`` the task fails (failOnDataLoss=true) or ends (false): it never hangs.
 
     Reads with Fetch and decodes the record batches in bulk (``fetch_read``) where the client
-    settings allow (PLAINTEXT, the settings that path knows, a broker of Kafka 3.0 or later);
+    settings allow (PLAINTEXT, the settings that path knows, a broker that speaks Fetch v12);
     otherwise message by message with librdkafka.
     """
     from samsa.spark.fetch_read import DataLoss, ReadFailed, fetch_settings, read_range_fetch
