@@ -2,11 +2,10 @@
 
 A blocking socket (PLAINTEXT) over the protocol's sans-IO core (``samsa.protocol.client``): the
 leader is found with Metadata through the bootstrap servers; Fetch v12 (without a fetch
-session) returns the partition's record batches as the log holds them (the answer read by hand:
-``fetch_answer``), which
-``samsa.spark.arrow_records`` decodes in bulk; ListOffsets v7 answers the earliest and latest
-offsets. One request may be in flight while the task decodes the previous answer
-(:meth:`PartitionClient.send_fetch`, :meth:`PartitionClient.receive_fetch`).
+session) returns the partition's record batches as the log holds them (the answer is read by
+hand, ``fetch_answer``), which ``samsa.spark.arrow_records`` decodes in bulk; ListOffsets v7
+answers the earliest and latest offsets. One request may be in flight while the task decodes
+the previous answer (:meth:`PartitionClient.send_fetch`, :meth:`PartitionClient.receive_fetch`).
 
 Brokers that do not speak these versions (older Kafka releases) raise :class:`NotSupported` before
 anything is read, and the task reads with librdkafka instead.
