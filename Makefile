@@ -133,7 +133,7 @@ bench-groups: setup
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/group_bench.py
 
-bench-spark: setup
+bench-spark: setup $(SPARK_KAFKA)/classpath.txt
 	$(BIN)/python bench/spark_bench.py
 
 bench-cleaner: setup

@@ -78,34 +78,69 @@ def decode_events(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from samsa.pipeline.avro_columns import activity_columns
+
     schema = _event_schema()
     fields = ("event_type", "user_id", "page", "query", "target", "server")
     for batch in batches:
         topics = batch.column("topic")
         partitions = batch.column("partition")
         offsets = batch.column("offset")
-        decoded: dict[str, list[object]] = {name: [] for name in (*fields, "timestamp")}
-        for i, value in enumerate(batch.column("value").to_pylist()):
-            try:
-                event = decode(value, ACTIVITY_SCHEMA_ID)
-            except BadEventError as exc:
-                where = _where(topics[i].as_py(), partitions[i].as_py(), offsets[i].as_py())
-                raise BadEventError(f"{where} is not an activity event: {exc}") from None
-            for name, values in decoded.items():
-                values.append(event[name])
-        event_time = pa.array(decoded.pop("timestamp"), pa.int64()).cast(
-            pa.timestamp("ms", tz="UTC")
-        ).cast(pa.timestamp("us", tz="UTC"))
-        columns = [
+        columns = activity_columns(batch.column("value"))
+        if columns is None:  # not all Avro activity events: one by one, to say which is not
+            columns = _decode_one_by_one(batch)
+        event_time = columns["timestamp"].cast(pa.timestamp("ms", tz="UTC")).cast(
+            pa.timestamp("us", tz="UTC"))
+        arrays = [
             topics,
             partitions,
             offsets,
-            *(pa.array(decoded[name], pa.string()) for name in fields),
+            *(columns[name] for name in fields),
             event_time,
-            pc.strftime(event_time, format="%Y-%m-%d"),
+            utc_dates(columns["timestamp"]),
             pc.hour(event_time).cast(pa.int32()),
         ]
-        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _decode_one_by_one(batch: pa.RecordBatch) -> dict[str, pa.Array]:
+    import pyarrow as pa
+
+    fields = ("event_type", "user_id", "page", "query", "target", "server")
+    decoded: dict[str, list[object]] = {name: [] for name in (*fields, "timestamp")}
+    for i, value in enumerate(batch.column("value").to_pylist()):
+        try:
+            event = decode(value, ACTIVITY_SCHEMA_ID)
+        except BadEventError as exc:
+            where = _where(batch.column("topic")[i].as_py(), batch.column("partition")[i].as_py(),
+                           batch.column("offset")[i].as_py())
+            raise BadEventError(f"{where} is not an activity event: {exc}") from None
+        for name, values in decoded.items():
+            values.append(event[name])
+    out = {name: pa.array(decoded[name], pa.string()) for name in fields}
+    out["timestamp"] = pa.array(decoded["timestamp"], pa.int64())
+    return out
+
+
+def utc_dates(millis: pa.Array) -> pa.Array:
+    """``YYYY-MM-DD`` (UTC) of each time in milliseconds, as ``strftime`` writes it: one
+    string per day the batch spans, taken for each row (strftime costs 0.6 µs a row)."""
+    import datetime
+
+    import numpy as np
+    import pyarrow as pa
+
+    days = millis.to_numpy(zero_copy_only=False) // 86_400_000
+    if len(days) == 0:
+        return pa.array([], pa.string())
+    low, high = int(days.min()), int(days.max())
+    epoch = datetime.date(1970, 1, 1)
+    if high - low < 4096:
+        labels = [(epoch + datetime.timedelta(days=d)).isoformat() for d in range(low, high + 1)]
+        return pa.array(labels, pa.string()).take(pa.array(days - low))
+    unique, index = np.unique(days, return_inverse=True)
+    labels = [(epoch + datetime.timedelta(days=int(d))).isoformat() for d in unique]
+    return pa.array(labels, pa.string()).take(pa.array(index))
 
 
 def decode_monitoring(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -1,8 +1,10 @@
 """``SamsaDataSource``: the batch read path, with the options and schema of Spark's Kafka connector.
 
 Offsets are resolved on the driver (``SamsaBatchReader.__init__``) with confluent-kafka, so each
-Spark partition is a fixed ``(topic, partition, start, end)`` range; tasks read their range with
-``assign`` (never a group subscription, never a commit) and yield ``pyarrow.RecordBatch`` objects.
+Spark partition is a fixed ``(topic, partition, start, end)`` range; tasks read their range
+(never a group subscription, never a commit) and yield ``pyarrow.RecordBatch`` objects: by
+Fetch, decoding whole record batches into Arrow columns (``fetch_read``), or, for the client
+settings that path does not know, with a librdkafka consumer's ``assign``, message by message.
 """
 
 from __future__ import annotations
@@ -44,11 +46,11 @@ LATEST = -1
 BATCH_ROWS = 10_000
 #: a task that sees no progress for this long fails (or stops, with failOnDataLoss=false)
 DEFAULT_POLL_TIMEOUT_MS = 60_000
-#: librdkafka settings of the tasks' consumers that a kafka.* option may override. librdkafka
-#: stops prefetching at 100,000 queued messages and then waits fetch.queue.backoff.ms (1 s)
-#: before fetching again; a task converting rows in Python drains that queue within the wait,
-#: so with the default it idles about half the time (bench/spark_bench.py: 2x the rows/s).
-#: queued.max.messages.kbytes (64 MiB) still bounds the memory.
+#: librdkafka settings of the tasks' consumers (read_range_librdkafka) that a kafka.* option may
+#: override. librdkafka stops prefetching at 100,000 queued messages and then waits
+#: fetch.queue.backoff.ms (1 s) before fetching again; a task converting rows in Python drains
+#: that queue within the wait, so with the default it idles about half the time (2x the rows/s
+#: in bench/spark_bench.py). queued.max.messages.kbytes (64 MiB) still bounds the memory.
 TASK_CLIENT_DEFAULTS = {"queued.min.messages": "1000000"}
 #: what both the driver's and the tasks' consumers default to: Spark's Kafka source reads with
 #: the Java consumer's read_uncommitted unless kafka.isolation.level says otherwise, while
@@ -531,7 +533,48 @@ def read_range(
     Stops at ``end``, or at the high watermark when the range reaches past it. Offsets missing
     inside the range (compaction, transaction markers) are skipped. With no progress for
     ``poll_timeout_ms`` the task fails (failOnDataLoss=true) or ends (false): it never hangs.
+
+    Reads with Fetch and decodes the record batches in bulk (``fetch_read``) where the client
+    settings allow (PLAINTEXT, the settings that path knows, a broker that speaks Fetch v12);
+    otherwise message by message with librdkafka.
     """
+    from samsa.spark.fetch_read import DataLoss, ReadFailed, fetch_settings, read_range_fetch
+    from samsa.spark.fetched import UnsupportedBatch
+    from samsa.spark.task_client import NotSupported
+
+    settings = fetch_settings({**CLIENT_DEFAULTS, **params})
+    if settings is not None:
+        started = False
+        try:
+            for batch in read_range_fetch(
+                rng, settings, arrow_schema(include_headers),
+                fail_on_data_loss=fail_on_data_loss, poll_timeout_ms=poll_timeout_ms,
+                batch_rows=batch_rows,
+            ):
+                started = True
+                yield batch
+            return
+        except (DataLoss, ReadFailed) as exc:
+            raise SamsaSourceError(str(exc)) from None
+        except (NotSupported, UnsupportedBatch) as exc:  # an old broker, or old messages
+            if started:
+                raise SamsaSourceError(f"reading {rng.topic}-{rng.partition}: {exc}") from None
+    yield from read_range_librdkafka(
+        rng, params, include_headers=include_headers, fail_on_data_loss=fail_on_data_loss,
+        poll_timeout_ms=poll_timeout_ms, batch_rows=batch_rows,
+    )
+
+
+def read_range_librdkafka(
+    rng: OffsetRange,
+    params: Mapping[str, str],
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS,
+    batch_rows: int = BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`read_range` with a confluent-kafka Consumer, one message at a time."""
     import time
 
     import pyarrow as pa
