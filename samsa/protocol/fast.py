@@ -20,7 +20,8 @@ _PARTITION_V5 = struct.Struct(">ihqqq")  # + log_start_offset
 _SMALL_UVARINTS = tuple(bytes([n]) for n in range(128))
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """An unsigned varint (Kafka's compact lengths and counts, tag numbers and sizes)."""
     if n < 128:
         return _SMALL_UVARINTS[n]
     out = bytearray()
@@ -35,11 +36,11 @@ def _string(value: str | None, flexible: bool) -> bytes:
     if value is None:
         return b"\x00" if flexible else b"\xff\xff"
     data = value.encode()
-    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
+    return (uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
 def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
+    return uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def produce_response(version: int, data: dict[str, Any]) -> bytes:

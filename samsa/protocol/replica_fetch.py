@@ -16,6 +16,7 @@ import struct
 from typing import Any
 
 from samsa.errors import ErrorCode
+from samsa.protocol.fast import uvarint as _uvarint
 
 FETCH = 1
 VERSION = 12
@@ -45,15 +46,6 @@ def _error(code: int) -> ErrorCode:
     if error is None:
         error = _ERRORS[code] = ErrorCode(code)
     return error
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _compact_string(value: str) -> bytes:

@@ -36,6 +36,7 @@ from kio.serial._serialize import get_field_writer
 from kio.serial.writers import write_tagged_field
 
 from samsa.protocol.build import build, plan, response_schema
+from samsa.protocol.fast import uvarint as _uvarint
 
 Writer = Callable[[list[Any], Any], None]
 
@@ -47,20 +48,6 @@ _STRUCT_CODES = {
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _UUID_ZERO = bytes(16)
-_SMALL_UVARINTS = tuple(bytes([n]) for n in range(128))
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 128:
-        return _SMALL_UVARINTS[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _ms(value: Any) -> int:
     """A duration: Kafka's milliseconds as an int, or a kio timedelta."""
     if type(value) is int:
