@@ -56,10 +56,11 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestAssignment
 from kio.static.primitive import i32Timedelta
 
-from samsa.protocol.client import SIZE, ClientCodec
+from samsa.protocol.client import ClientCodec
 from samsa.records.record import RecordInput, encode_batch
 
 from proc_cpu import cpu_seconds
+from request_cost import Client
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 TOPIC = "capacity"
@@ -95,38 +96,16 @@ def fetch_body(offset: int, max_wait_ms: int, partition: int = 0) -> FetchReques
         forgotten_topics_data=(), rack_id="")
 
 
-class Conn:
+class Conn(Client):
     """One blocking connection: requests decoded for set-up, pipelined raw frames for load."""
 
     def __init__(self, port: int, name: str) -> None:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        super().__init__(port, time.monotonic() + 60)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.codec = ClientCodec(name)
 
-    def request(self, api_key: int, version: int, body: Any) -> Any:
-        frame, sent = self.codec.encode(api_key, version, body)
-        self.sock.sendall(frame)
-        return self.codec.decode(sent, self._read(self.codec.frame_size(self._read(SIZE.size))))
-
     def frame(self, api_key: int, version: int, body: Any) -> bytes:
         return self.codec.encode(api_key, version, body)[0]
-
-    def _read(self, size: int) -> bytes:
-        data = bytearray()
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            data += chunk
-        return bytes(data)
 
 
 def pipelined(sock: socket.socket, frame: bytes, window: int, t0: float, t1: float) -> int:
@@ -249,7 +228,9 @@ class Broker:
             [*python, "-m", "samsa.cli", "server",
              "--override", f"log.dirs={self._data.name}",
              "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-             "--override", "num.partitions=1"],
+             "--override", "num.partitions=1",
+             # each heartbeat loader's one-member group forms at once, not after 3 s
+             "--override", "group.initial.rebalance.delay.ms=0"],
             cwd=tree, env=dict(os.environ, PYTHONPATH=str(tree)),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         conn = Conn(self.port, "capacity-setup")
