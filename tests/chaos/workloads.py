@@ -64,8 +64,20 @@ class History:
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication: int = 3,
                  timeout: float = 60) -> None:
+    """Create ``topic``; while the controller has not yet seen every broker register (a
+    just-started cluster), INVALID_REPLICATION_FACTOR is asked again until ``timeout``."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        future = admin.create_topics([NewTopic(topic, partitions, replication)])[topic]
+        try:
+            future.result(max(1.0, deadline - time.monotonic()))
+            return
+        except KafkaException as exc:
+            if (exc.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR
+                    or time.monotonic() > deadline):
+                raise
+        time.sleep(0.2)  # the next registration is a ZooKeeper watch away
 
 
 class _Worker:
