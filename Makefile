@@ -6,8 +6,9 @@ STAMP := $(VENV)/.installed
 # Debian packages the tests need (kcat: a real CLI client; libzookeeper-java: ZooKeeper, the
 # cluster's coordinator, without the desktop JRE the zookeeper package pulls in; iptables: the
 # network faults of tests/chaos, inside network namespaces of their own; libfuse2: fusepy's
-# library, for the failing disks of tests/faults).
-APT_PACKAGES := kcat libzookeeper-java iptables libfuse2
+# library, for the failing disks of tests/faults; chromium: the browser of tests/console, driven
+# by Playwright).
+APT_PACKAGES := kcat libzookeeper-java iptables libfuse2 chromium
 # Spark (the data source and pipeline tests) runs on a JVM, and tests/reference compiles a
 # small Java program against Kafka's own client with Maven: a JDK is installed when no javac is
 # on PATH, Maven when no mvn is.

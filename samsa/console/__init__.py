@@ -1,0 +1,1 @@
+"""The web console (``samsa ui``): a Kafka client that shows a cluster in a browser."""
