@@ -22,6 +22,7 @@ partition, a group of its own per connection).
     .venv/bin/python bench/request_capacity.py
     .venv/bin/python bench/request_capacity.py --baseline /tmp/old   # two trees, interleaved
     .venv/bin/python bench/request_capacity.py --profile /tmp/p      # cProfile of each kind
+    .venv/bin/python bench/request_capacity.py --kinds produce --floor  # beside asyncio_floor.py
 
 Output: one JSON line per (tree, kind) on stdout, a table on stderr.
 """
@@ -254,10 +255,40 @@ class Broker:
         self._data.cleanup()
 
 
+class FloorServer:
+    """bench/asyncio_floor.py: framing and a fixed answer, nothing else (the ``--floor`` peer)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(PROJECT_DIR / "bench" / "asyncio_floor.py"), str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("asyncio_floor.py never listened") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+FLOOR = Path("asyncio-floor")  # the --floor peer's name among the trees
+
+
 def measure(tree: Path, kind: str, loaders: int, window: int, seconds: float,
             warmup: float, profile: Path | None = None) -> dict[str, float]:
     """One run of ``kind`` against a fresh broker from ``tree``."""
-    broker = Broker(tree, profile)
+    broker: Broker | FloorServer = FloorServer() if tree == FLOOR else Broker(tree, profile)
     ctx = multiprocessing.get_context("fork")
     results = ctx.Queue()
     try:
@@ -300,6 +331,8 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another samsa source tree, measured interleaved with this one")
     parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure bench/asyncio_floor.py (produce only): framing alone")
     parser.add_argument("--loaders", type=int, default=4, help="loader processes")
     parser.add_argument("--window", type=int, default=16,
                         help="requests in flight per loader connection")
@@ -315,6 +348,10 @@ def main() -> None:
             parser.error(f"--baseline {args.baseline} is not a samsa source tree")
         trees["samsa-base"] = args.baseline.resolve()
     kinds = args.kinds.split(",")
+    if args.floor:
+        if kinds != ["produce"]:
+            parser.error("--floor answers produce requests only: give --kinds produce")
+        trees["asyncio-floor"] = FLOOR
     if unknown := set(kinds) - set(KINDS):
         parser.error(f"unknown kinds: {', '.join(sorted(unknown))}")
     best: dict[tuple[str, str], dict[str, float]] = {}
@@ -335,6 +372,8 @@ def main() -> None:
         if args.profile is not None:
             args.profile.mkdir(parents=True, exist_ok=True)
             for name, tree in trees.items():
+                if tree == FLOOR:
+                    continue
                 measure(tree, kind, args.loaders, args.window, args.seconds, args.warmup,
                         args.profile / f"{name}-{kind}.prof")
     header = f"{'request':<14}"
