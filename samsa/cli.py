@@ -17,6 +17,7 @@ import click
 from samsa import __version__
 from samsa.config import parse_properties
 from samsa.errors import KafkaError
+from samsa.mirror.cli import mirror
 from samsa.pipeline.cli import pipeline
 from samsa.pipeline_demo import demo_command
 from samsa.records.batch import Attr, BatchHeader, iter_headers
@@ -40,7 +41,7 @@ from samsa.tools.transactions import transactions
 COMMANDS: tuple[click.Command, ...] = (
     topics, configs, produce, consume, groups, transactions, reassign_partitions,
     leader_election, log_dirs, get_offsets, delete_records, producer_perf_test,
-    consumer_perf_test, acls, cluster,
+    consumer_perf_test, acls, cluster, mirror,
 )
 
 

@@ -1,0 +1,58 @@
+"""``samsa mirror mm2.properties`` (connect-mirror-maker.sh)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from samsa.mirror.config import MirrorConfigError, MirrorMakerConfig
+from samsa.mirror.runner import MirrorError, MirrorMaker
+
+
+@click.command("mirror")
+@click.argument("properties", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--clusters", "clusters", default=None, metavar="ALIAS[,ALIAS...]",
+              help="Run only the flows into these target clusters (default: all).")
+@click.option("--worker-id", "worker_id", default="0", show_default=True,
+              help="This worker's name among the workers sharing the config; each needs its "
+                   "own under exactly.once.support=enabled (part of its transactional.id).")
+@click.option("--progress-interval", "progress_interval", type=click.FloatRange(min=0.1),
+              default=10.0, show_default=True, help="Seconds between progress lines (stderr).")
+def mirror(properties: Path, clusters: str | None, worker_id: str,
+           progress_interval: float) -> None:
+    """Replicate topics between clusters as MirrorMaker 2: samsa mirror mm2.properties"""
+    if not properties.is_file():
+        raise click.UsageError(f"no such properties file: {properties}")
+    try:
+        config = MirrorMakerConfig.from_file(properties)
+    except MirrorConfigError as exc:
+        raise click.ClickException(f"{properties}: {exc}") from exc
+    if not config.flows():
+        raise click.ClickException(f"{properties}: no flow is enabled; set e.g. "
+                                   f"{config.clusters[0]}->{config.clusters[-1]}.enabled = true")
+    logging.basicConfig(level=logging.WARNING,
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    names = [c.strip() for c in clusters.split(",")] if clusters else None
+    try:
+        maker = MirrorMaker(config, names, worker_id)
+    except (MirrorError, MirrorConfigError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        maker.stop_event.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+    flows = ", ".join(str(s.flow) for s in maker.sources)
+    click.echo(f"samsa mirror: replicating {flows}", err=True)
+    try:
+        maker.run(progress_interval, lambda line: click.echo(line, err=True))
+    except MirrorError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo("samsa mirror: stopped", err=True)

@@ -1,0 +1,373 @@
+"""One flow's copy loop (MirrorSourceConnector + MirrorSourceTask): source topics into their
+remote topics in the target, partition p into partition p, keys, values, headers and timestamps
+kept; offset syncs emitted; progress stored in the target (see ``offset_store``).
+
+Workers with the same config share the flow's partitions through the consumer group
+``mm2-<source>-><target>`` on the source; the group's offsets are never committed (the
+progress lives in the target), it only assigns partitions.
+
+At-least-once (default): a partition's progress is written once its records are acknowledged
+by the target, every ``offset.flush.interval.ms``, at a rebalance and at a clean stop.
+
+``exactly.once.support = enabled``: the records of one poll and their progress are one
+transaction of a transactional producer on the target (Connect's ``transaction.boundary=poll``);
+a restarted worker with the same transactional.id fences and aborts what a killed one left
+open, and resumes from the last committed progress, so read_committed consumers of the target
+see every record once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
+
+from samsa.mirror import clients
+from samsa.mirror.config import MirrorMakerConfig, SourceAndTarget
+from samsa.mirror.metrics import FlowMetrics
+from samsa.mirror.offset_store import offsets_topic, produce_offsets, read_offsets
+from samsa.mirror.offset_syncs import PartitionState
+from samsa.mirror.topics import (
+    TopicFilter,
+    ensure_internal_topic,
+    ensure_topics,
+    partition_counts,
+    source_topic_configs,
+    sync_topic_configs,
+)
+from samsa.tools.mirror_client import OffsetSync
+
+log = logging.getLogger(__name__)
+
+POLL_BATCH = 2000
+# the offset syncs producer's queue is bounded as Kafka's (MAX_OUTSTANDING_OFFSET_SYNCS)
+MAX_PENDING_SYNCS = 10_000
+
+
+def worker_group(flow: SourceAndTarget) -> str:
+    return f"mm2-{flow}"
+
+
+def capped_replication(admin: Any, wanted: int) -> int:
+    """A replication factor the cluster can meet: -1 (the broker's default) or at most its
+    broker count (MM2's defaults of 2 and 3 do not fit a one-broker test cluster)."""
+    if wanted == -1:
+        return -1
+    brokers = len(admin.list_topics(timeout=30).brokers)
+    if wanted > brokers:
+        log.warning("replication factor %d capped to the %d broker(s) of the cluster", wanted,
+                    brokers)
+    return max(1, min(wanted, brokers))
+
+
+class SourceFlow:
+    def __init__(self, config: MirrorMakerConfig, flow: SourceAndTarget, stop: threading.Event,
+                 worker_id: str = "0") -> None:
+        self.config, self.flow, self.stop = config, flow, stop
+        self.worker_id = worker_id
+        self.filter = TopicFilter.of(config, flow)
+        self.eos = config.exactly_once(flow)
+        self.metrics = FlowMetrics(str(flow))
+        self.error: BaseException | None = None
+        self.ready = threading.Event()  # set once the consumer is subscribed
+        self.max_offset_lag = config.get_int(flow, "offset.lag.max")
+        self.emit_syncs = config.get_bool(flow, "emit.offset-syncs.enabled")
+        self.poll_timeout_s = config.get_int(flow, "consumer.poll.timeout.ms") / 1000
+        self.flush_interval_s = config.get_int(flow, "offset.flush.interval.ms") / 1000
+        self.refresh_s = config.get_int(flow, "refresh.topics.interval.seconds")
+        self.refresh = config.get_bool(flow, "refresh.topics.enabled")
+        self.sync_configs = config.get_bool(flow, "sync.topic.configs.enabled")
+        self.sync_configs_s = config.get_int(flow, "sync.topic.configs.interval.seconds")
+        self.config_exclude = config.get_pattern(flow, "config.properties.exclude")
+        # per source (topic, partition): upstream offsets produced and not yet acknowledged
+        self._inflight: dict[tuple[str, int], deque[tuple[int, float, float]]] = {}
+        self._acked: dict[tuple[str, int], int] = {}  # last upstream offset acknowledged
+        self._stored: dict[tuple[str, int], int] = {}  # last upstream offset written as progress
+        self._txn_offsets: dict[tuple[str, int], int] = {}  # EOS: last offset in this txn
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._pending_syncs: dict[tuple[str, int], OffsetSync] = {}
+        self._delayed_syncs: dict[tuple[str, int], OffsetSync] = {}
+        self._remote: dict[str, str] = {}  # source topic -> remote topic
+        self._upstream: dict[str, str] = {}  # remote topic -> source topic
+        self._target_partitions: dict[str, int] = {}
+        self._topics: list[str] = []
+        self._in_txn = False
+        self._failure: KafkaError | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # handed to the runner, which stops the process
+            self.error = exc
+            self.stop.set()
+
+    def _run(self) -> None:
+        s, t, name = self.flow.source, self.flow.target, f"{self.flow}"
+        self.source_admin = clients.admin(self.config, s, f"{name}-source-admin")
+        self.target_admin = clients.admin(self.config, t, f"{name}-target-admin")
+        self.target_consumer_config = clients.config_for(self.config, t, "consumer",
+                                                         f"{name}-offsets-reader")
+        rf = self.config.get_int(self.flow, "replication.factor")
+        self.replication_factor = capped_replication(self.target_admin, rf)
+        ensure_internal_topic(self.target_admin, offsets_topic(s),
+                              capped_replication(self.target_admin, 3))
+        syncs_alias = self.config.offset_syncs_cluster(self.flow)
+        self.syncs_topic = self.filter.policy.offset_syncs_topic(t)
+        if self.emit_syncs:
+            syncs_admin = self.source_admin if syncs_alias == s else self.target_admin
+            syncs_rf = self.config.get_int(self.flow, "offset-syncs.topic.replication.factor")
+            ensure_internal_topic(syncs_admin, self.syncs_topic,
+                                  capped_replication(syncs_admin, syncs_rf))
+            self.sync_producer = clients.producer(
+                self.config, syncs_alias, f"{name}-offset-syncs",
+                {"queue.buffering.max.messages": MAX_PENDING_SYNCS})
+        extra: dict[str, Any] = {}
+        if self.eos:
+            extra = {"transactional.id": f"mm2-{self.flow}-{self.worker_id}",
+                     "transaction.timeout.ms": 60_000}
+        self.producer = clients.producer(self.config, t, f"{name}-producer", extra)
+        if self.eos:
+            self.producer.init_transactions(60)
+        metadata_refresh = max(1000, min(self.refresh_s * 1000, 300_000))
+        self.consumer = clients.consumer(self.config, s, f"{name}-consumer", {
+            "group.id": worker_group(self.flow),
+            "isolation.level": "read_committed",
+            "topic.metadata.refresh.interval.ms": metadata_refresh,
+        })
+        try:
+            self._sync_topics(configs=self.sync_configs)
+            self._subscribe()
+            self.ready.set()
+            self._loop()
+            self._commit(final=True)
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        try:
+            self.consumer.close()
+        except (KafkaException, RuntimeError):
+            pass
+        if self.eos and self._in_txn:
+            try:
+                self.producer.abort_transaction(10)
+            except KafkaException:
+                pass
+        self.producer.flush(10)
+        if self.emit_syncs:
+            self.sync_producer.flush(10)
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    def _sync_topics(self, configs: bool) -> None:
+        """Create and grow the remote topics of the selected source topics; copy configs."""
+        source = partition_counts(self.source_admin)
+        selected = sorted(t for t in source if self.filter.should_replicate(t))
+        for topic in selected:
+            remote = self.filter.remote_topic(topic)
+            self._remote[topic], self._upstream[remote] = remote, topic
+        topic_configs = (source_topic_configs(self.source_admin, selected, self.config_exclude)
+                         if configs else {})
+        remote_configs = {self._remote[t]: c for t, c in topic_configs.items()}
+        ensure_topics(self.target_admin, {self._remote[t]: source[t] for t in selected},
+                      self.replication_factor, remote_configs)
+        if configs:
+            sync_topic_configs(self.target_admin, {t: c for t, c in remote_configs.items() if c})
+        self._target_partitions = partition_counts(self.target_admin,
+                                                   [self._remote[t] for t in selected])
+        if selected != self._topics:
+            self._topics = selected
+            return
+
+    def _subscribe(self) -> None:
+        if self._topics:
+            self.consumer.subscribe(self._topics, on_assign=self._on_assign,
+                                    on_revoke=self._on_revoke)
+        else:
+            self.consumer.unsubscribe()
+        self._subscribed = list(self._topics)
+
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        stored = read_offsets(self.target_consumer_config, self.flow.source)
+        for tp in partitions:
+            offset = stored.get((tp.topic, tp.partition))
+            tp.offset = OFFSET_BEGINNING if offset is None else offset + 1
+            if offset is not None:
+                self._stored[(tp.topic, tp.partition)] = offset
+        consumer.assign(partitions)
+        self.metrics.partitions = len(consumer.assignment())
+        log.info("%s: assigned %s", self.flow, [(p.topic, p.partition, p.offset)
+                                               for p in partitions])
+
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._commit(final=True)
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            for d in (self._acked, self._stored, self._states, self._inflight):
+                d.pop(key, None)
+        consumer.unassign()
+        self.metrics.partitions = 0
+
+    # -- copying ---------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        last_flush = last_refresh = last_configs = last_lag = time.monotonic()
+        while not self.stop.is_set():
+            msgs = self.consumer.consume(POLL_BATCH, timeout=min(self.poll_timeout_s, 0.5))
+            if msgs:
+                self._copy(msgs)
+            self.producer.poll(0)
+            self._check_failure()
+            now = time.monotonic()
+            if self.eos:
+                if self._in_txn:
+                    self._commit()
+            else:
+                self._fire_syncs()
+                if now - last_flush >= self.flush_interval_s:
+                    self._commit()
+                    last_flush = now
+            if self.refresh and now - last_refresh >= self.refresh_s:
+                configs = self.sync_configs and now - last_configs >= self.sync_configs_s
+                self._sync_topics(configs)
+                if configs:
+                    last_configs = now
+                if self._topics != self._subscribed:
+                    self._commit(final=True)
+                    self._subscribe()
+                last_refresh = now
+            if now - last_lag >= 1.0:
+                self._measure_lag()
+                last_lag = now
+
+    def _copy(self, msgs: list[Message]) -> None:
+        produce = self.producer.produce
+        delivered = self._delivered
+        now = time.time()
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if err.fatal() or not err.retriable():
+                    log.warning("%s: consumer error: %s", self.flow, err)
+                continue
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            remote = self._remote.get(topic)
+            if remote is None:
+                remote = self.filter.remote_topic(topic)
+                self._remote[topic], self._upstream[remote] = remote, topic
+            if partition >= self._target_partitions.get(remote, 0):
+                self._grow(topic, remote, partition)
+            if self.eos and not self._in_txn:
+                self.producer.begin_transaction()
+                self._in_txn = True
+            ts_type, ts = msg.timestamp()
+            key = (topic, partition)
+            queue = self._inflight.get(key)
+            if queue is None:
+                queue = self._inflight[key] = deque()
+            queue.append((offset, ts if ts_type else now * 1000, now))
+            while True:
+                try:
+                    produce(remote, msg.value(), msg.key(), partition=partition,
+                            timestamp=ts if ts_type else 0, headers=msg.headers(),
+                            on_delivery=delivered)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+            if self.eos:
+                self._txn_offsets[key] = offset
+
+    def _grow(self, topic: str, remote: str, partition: int) -> None:
+        """A record of a partition the remote topic lacks: sync the topic now, and wait for the
+        producer to see the new partition."""
+        self._sync_topics(configs=False)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            md = self.producer.list_topics(remote, timeout=10)
+            if partition < len(md.topics[remote].partitions):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{remote} in {self.flow.target} has no partition {partition}")
+
+    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
+        topic = self._upstream[msg.topic()]
+        key = (topic, msg.partition())
+        upstream, ts, consumed = self._inflight[key].popleft()
+        if err is not None:
+            self._failure = err
+            return
+        self._acked[key] = upstream
+        now = time.time()
+        self.metrics.copied(1, len(msg.value() or b"") + len(msg.key() or b""),
+                            now * 1000 - ts, (now - consumed) * 1000)
+        if not self.emit_syncs:
+            return
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = PartitionState(self.max_offset_lag)
+        sync = OffsetSync(topic, key[1], upstream, msg.offset())
+        if state.update(upstream, msg.offset()):
+            self._delayed_syncs.pop(key, None)
+            self._pending_syncs[key] = sync
+        else:
+            self._delayed_syncs[key] = sync
+
+    def _check_failure(self) -> None:
+        if self._failure is not None:
+            raise KafkaException(self._failure)
+
+    def _fire_syncs(self) -> None:
+        if not self.emit_syncs or not self._pending_syncs:
+            return
+        for sync in self._pending_syncs.values():
+            try:
+                self.sync_producer.produce(self.syncs_topic, sync.record_value(),
+                                           sync.record_key(), partition=0)
+            except BufferError:
+                break  # Kafka also drops syncs rather than block the copy; later ones follow
+        self._pending_syncs.clear()
+        self.sync_producer.poll(0)
+
+    def _commit(self, final: bool = False) -> None:
+        """Store the progress of the records the target has (ALO), or commit the open
+        transaction with its progress (EOS); then send the offset syncs."""
+        if self.eos:
+            if self._in_txn:
+                produce_offsets(self.producer, self.flow.source, self._txn_offsets)
+                self.producer.commit_transaction(60)
+                self._in_txn = False
+                self._txn_offsets.clear()
+                self._check_failure()
+        else:
+            self.producer.flush(60 if final else 30)
+            self._check_failure()
+            changed = {k: v for k, v in self._acked.items() if self._stored.get(k) != v}
+            if changed:
+                produce_offsets(self.producer, self.flow.source, changed)
+                self.producer.flush(60)
+                self._stored.update(changed)
+        self._pending_syncs.update(self._delayed_syncs)
+        self._delayed_syncs.clear()
+        self._fire_syncs()
+
+    def _measure_lag(self) -> None:
+        try:
+            assignment = self.consumer.assignment()
+            positions = self.consumer.position(assignment) if assignment else []
+        except KafkaException:
+            return
+        lag = 0
+        for tp in positions:
+            _, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            if high is not None and high >= 0:
+                lag += max(0, high - (tp.offset if tp.offset >= 0 else 0))
+        self.metrics.lag = lag
+        self.metrics.partitions = len(assignment)
