@@ -62,6 +62,7 @@ DEFAULTS: dict[str, str] = {
     "tasks.max": "1",
     # Connect's worker: how often source offsets are written to the offsets topic
     "offset.flush.interval.ms": "60000",
+    "offset.storage.replication.factor": "3",
 }
 
 # The keys MM2 renamed: the old name is read when the new one is not given.
@@ -74,7 +75,8 @@ INTEGERS = {"replication.factor", "offset-syncs.topic.replication.factor",
             "offset.lag.max", "refresh.topics.interval.seconds", "refresh.groups.interval.seconds",
             "sync.topic.configs.interval.seconds", "emit.heartbeats.interval.seconds",
             "emit.checkpoints.interval.seconds", "sync.group.offsets.interval.seconds",
-            "consumer.poll.timeout.ms", "tasks.max", "offset.flush.interval.ms"}
+            "consumer.poll.timeout.ms", "tasks.max", "offset.flush.interval.ms",
+            "offset.storage.replication.factor"}
 EXACTLY_ONCE_VALUES = ("enabled", "requested", "disabled")
 
 # Client configs that apply to every client of a cluster (the common ones of Kafka's

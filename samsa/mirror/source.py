@@ -115,8 +115,9 @@ class SourceFlow:
                                                          f"{name}-offsets-reader")
         rf = self.config.get_int(self.flow, "replication.factor")
         self.replication_factor = capped_replication(self.target_admin, rf)
+        offsets_rf = self.config.get_int(self.flow, "offset.storage.replication.factor")
         ensure_internal_topic(self.target_admin, offsets_topic(s),
-                              capped_replication(self.target_admin, 3))
+                              capped_replication(self.target_admin, offsets_rf))
         syncs_alias = self.config.offset_syncs_cluster(self.flow)
         self.syncs_topic = self.filter.policy.offset_syncs_topic(t)
         if self.emit_syncs:

@@ -1,0 +1,123 @@
+"""Delivery: at-least-once across restarts of the mirror and of both clusters; exactly-once
+(exactly.once.support = enabled) across SIGKILLs of a ``samsa mirror`` process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import samsa
+from samsa.mirror.offset_store import read_offsets
+
+from .helpers import (
+    create_topic,
+    mm2_properties,
+    produce,
+    read_all,
+    running_mirror,
+    wait_topic,
+    write_properties,
+)
+
+
+def batch(start: int, count: int, partitions: int) -> list[dict]:
+    return [{"key": str(i).encode(), "value": b"x" * 100, "partition": i % partitions}
+            for i in range(start, start + count)]
+
+
+def restarted(broker: samsa.Broker, path: Path) -> samsa.Broker:
+    """The same cluster again: same data, same port."""
+    port = broker.port
+    broker.stop()
+    fresh = samsa.Broker(path, config={"listeners": f"PLAINTEXT://127.0.0.1:{port}"})
+    fresh.start()
+    return fresh
+
+
+def test_restarts_of_mirror_and_clusters_lose_nothing(tmp_path):
+    a = samsa.Broker(tmp_path / "a")
+    b = samsa.Broker(tmp_path / "b")
+    a.start()
+    b.start()
+    try:
+        create_topic(a, "t", 2)
+        props = mm2_properties({"A": a, "B": b}, ["A->B"])
+        produce(a, "t", batch(0, 300, 2))
+        with running_mirror(props):
+            wait_topic(b, "A.t")
+            assert len(read_all(b, "A.t", expected=300)) >= 300
+        # progress is in the target: the mirror stopped cleanly, so nothing is copied twice
+        stored = read_offsets({"bootstrap.servers": b.bootstrap_servers}, "A")
+        assert {k: v for k, v in stored.items() if k[0] == "t"} == {("t", 0): 149, ("t", 1): 149}
+        assert ("heartbeats", 0) in stored  # A's heartbeats (B->A's) are mirrored too
+        produce(a, "t", batch(300, 300, 2))  # while the mirror is down
+        b = restarted(b, tmp_path / "b")
+        with running_mirror(props):
+            assert len(read_all(b, "A.t", expected=600)) >= 600
+            a = restarted(a, tmp_path / "a")  # the source goes away under a running mirror
+            produce(a, "t", batch(600, 300, 2))
+            b = restarted(b, tmp_path / "b")  # and the target
+            copied = read_all(b, "A.t", expected=900, timeout=60)
+        keys = [int(m.key()) for m in copied]
+        assert set(keys) == set(range(900))
+        assert len(keys) == 900  # clean stops and restarts: no duplicate either
+    finally:
+        a.stop()
+        b.stop()
+
+
+def start_mirror(path: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "samsa.cli", "mirror", str(path),
+                             "--progress-interval", "1", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def wait_copying(proc: subprocess.Popen[str], timeout: float = 60.0) -> list[str]:
+    """Read the mirror's lines until a progress line shows records copied."""
+    import time
+
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("mirror ") and not line.startswith("mirror A->B: 0 records"):
+            return lines
+    raise AssertionError(f"the mirror copied nothing: {''.join(lines)}")
+
+
+def test_exactly_once_under_sigkill(tmp_path):
+    with samsa.Broker(tmp_path / "a") as a, samsa.Broker(tmp_path / "b") as b:
+        create_topic(a, "payments", 3)
+        path = write_properties(tmp_path / "mm2.properties", mm2_properties(
+            {"A": a, "B": b}, ["A->B"], {"exactly.once.support": "enabled"}))
+        total = 0
+        for _round in range(3):
+            produce(a, "payments", batch(total, 3000, 3))
+            total += 3000
+            proc = start_mirror(path)
+            try:
+                wait_copying(proc)
+            finally:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(30)
+        proc = start_mirror(path)
+        try:
+            copied = read_all(b, "A.payments", expected=total, timeout=90,
+                              isolation="read_committed")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        assert "samsa mirror: stopped" in out
+        keys = [int(m.key()) for m in copied]
+        assert len(keys) == total and set(keys) == set(range(total))
+        # read_committed: still exactly once after the clean stop
+        assert len(read_all(b, "A.payments", isolation="read_committed")) == total
