@@ -181,7 +181,7 @@ class CheckpointFlow:
                 continue
             current = self._group_offsets(self.target_admin, group)
             offsets = [TopicPartition(c.topic, c.partition, c.downstream_offset,
-                                      metadata=c.metadata or None)
+                                      metadata=c.metadata)
                        for (topic, partition), c in self.checkpoints[group].items()
                        if current.get((topic, partition), (-1, ""))[0] < c.downstream_offset]
             if not offsets:

@@ -89,7 +89,9 @@ class SourceFlow:
         self._stored: dict[tuple[str, int], int] = {}  # last upstream offset written as progress
         self._txn_offsets: dict[tuple[str, int], int] = {}  # EOS: last offset in this txn
         self._states: dict[tuple[str, int], PartitionState] = {}
-        self._pending_syncs: dict[tuple[str, int], OffsetSync] = {}
+        # syncs due now, in order (Kafka sends each as its record is acknowledged; here they
+        # go out after the producer's poll, or after the transaction under EOS)
+        self._pending_syncs: list[OffsetSync] = []
         self._delayed_syncs: dict[tuple[str, int], OffsetSync] = {}
         self._remote: dict[str, str] = {}  # source topic -> remote topic
         self._upstream: dict[str, str] = {}  # remote topic -> source topic
@@ -317,7 +319,7 @@ class SourceFlow:
         sync = OffsetSync(topic, key[1], upstream, msg.offset())
         if state.update(upstream, msg.offset()):
             self._delayed_syncs.pop(key, None)
-            self._pending_syncs[key] = sync
+            self._pending_syncs.append(sync)
         else:
             self._delayed_syncs[key] = sync
 
@@ -328,7 +330,7 @@ class SourceFlow:
     def _fire_syncs(self) -> None:
         if not self.emit_syncs or not self._pending_syncs:
             return
-        for sync in self._pending_syncs.values():
+        for sync in self._pending_syncs:
             try:
                 self.sync_producer.produce(self.syncs_topic, sync.record_value(),
                                            sync.record_key(), partition=0)
@@ -355,7 +357,7 @@ class SourceFlow:
                 produce_offsets(self.producer, self.flow.source, changed)
                 self.producer.flush(60)
                 self._stored.update(changed)
-        self._pending_syncs.update(self._delayed_syncs)
+        self._pending_syncs += self._delayed_syncs.values()
         self._delayed_syncs.clear()
         self._fire_syncs()
 

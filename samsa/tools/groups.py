@@ -44,6 +44,7 @@ from samsa.tools.common import (
     REQUEST_TIMEOUT_S,
     ToolError,
     bootstrap_option,
+    client_config,
     command_config_option,
     describe_error,
     handle_client_errors,
@@ -55,12 +56,13 @@ from samsa.tools.group_wire import (
     describe_consumer_groups,
 )
 from samsa.tools.group_wire import list_groups as wire_list_groups
+from samsa.tools.mirror_client import translate_offsets
 from samsa.tools.wire import CLIENT_ID, TP, WirePool, WireSecurity, error_text, offset_delete
 
 MISSING = "-"
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
 SCENARIOS = ("to_offset", "to_datetime", "by_duration", "to_earliest", "to_latest", "to_current",
-             "shift_by")
+             "shift_by", "to_checkpoint")
 OPTION_NAMES = {
     "list": "--list", "describe": "--describe", "delete": "--delete",
     "reset_offsets": "--reset-offsets", "delete_offsets": "--delete-offsets",
@@ -70,6 +72,7 @@ OPTION_NAMES = {
     "to_offset": "--to-offset", "to_datetime": "--to-datetime", "by_duration": "--by-duration",
     "to_earliest": "--to-earliest", "to_latest": "--to-latest", "to_current": "--to-current",
     "shift_by": "--shift-by", "timeout_ms": "--timeout", "type": "--type",
+    "to_checkpoint": "--to-checkpoint",
 }
 # Which options each action accepts (beyond --bootstrap-server and --command-config).
 ALLOWED: dict[str, set[str]] = {
@@ -313,6 +316,10 @@ def assignment_text(partitions: Iterable[tuple[str, int]]) -> str:
               help="Reset to the first offset at or after this time (zone: Z, +hh:mm; UTC).")
 @click.option("--by-duration", "by_duration", metavar="PnDTnHnMnS",
               help="Reset to the first offset at or after now minus this duration.")
+@click.option("--to-checkpoint", "to_checkpoint", metavar="ALIAS",
+              help="Reset to the group's offsets in cluster ALIAS translated for this cluster: "
+                   "the checkpoints MirrorMaker 2 (samsa mirror) wrote to "
+                   "ALIAS.checkpoints.internal here (RemoteClusterUtils.translateOffsets).")
 @click.option("--timeout", "timeout_ms", type=click.IntRange(min=1),
               help=f"Admin request timeout in ms (default {int(REQUEST_TIMEOUT_S * 1000)}).")
 @command_config_option
@@ -372,6 +379,7 @@ def groups(
         security = None
     tool = GroupTool(admin, metadata, timeout, None if security is None else
                      lambda: WirePool(bootstrap_server, timeout, CLIENT_ID, security))
+    tool.consumer_config = client_config(bootstrap_server, CLIENT_ID, extra)
     group_ids = list(dict.fromkeys(options["groups"]))
     if options["all_groups"]:
         group_ids = [g.group_id for g in tool.list_groups()]
@@ -427,6 +435,7 @@ class ResetPlan:
     warn_dry_run: bool  # neither --dry-run nor --execute: Kafka warns
     offset: int = 0  # --to-offset / --shift-by
     timestamp: int | None = None  # --to-datetime / --by-duration: epoch ms
+    checkpoint_alias: str | None = None  # --to-checkpoint
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> ResetPlan:
@@ -466,6 +475,7 @@ class ResetPlan:
             warn_dry_run=not options["execute"] and not options["dry_run"],
             offset=offset,
             timestamp=timestamp,
+            checkpoint_alias=options["to_checkpoint"],
         )
 
 
@@ -484,6 +494,8 @@ class GroupTool:
         # connections for the requests the admin client lacks (None: the --command-config
         # asks for what only the client can do; its answers then, with fewer details)
         self.pool = pool
+        # a consumer's config for this cluster (--to-checkpoint reads the checkpoints topic)
+        self.consumer_config: dict[str, Any] = {}
         # Kafka's notices and warnings: printed on stderr once the action has succeeded (on an
         # error, its one line is all that goes to stderr).
         self.notes: list[str] = []
@@ -836,6 +848,8 @@ class GroupTool:
         return chosen
 
     def _plan(self, group_id: str, plan: ResetPlan) -> dict[TP, int]:
+        if plan.scenario == "to_checkpoint":
+            return self._translated(group_id, plan)
         committed = self.committed(group_id)
         partitions = self._partitions_to_reset(plan, committed)
         if not partitions:
@@ -874,6 +888,31 @@ class GroupTool:
         else:
             requested = dict.fromkeys(partitions, plan.offset)
         return self._clamped(requested)
+
+    def _translated(self, group_id: str, plan: ResetPlan) -> dict[TP, int]:
+        """The latest checkpoints of the group from cluster ``plan.checkpoint_alias``; with
+        --topic, of those partitions (a partition without one is left as it is, noted)."""
+        assert plan.checkpoint_alias is not None
+        try:
+            translated = translate_offsets(self.consumer_config, plan.checkpoint_alias, group_id,
+                                           timeout_s=self.timeout)
+        except LookupError as exc:
+            raise ToolError(f"--to-checkpoint {plan.checkpoint_alias}: {exc}") from exc
+        found = {tp: offset for tp, (offset, _) in translated.items()}
+        if plan.all_topics:
+            chosen = sorted(found)
+        else:
+            chosen = []
+            for topic, partitions in plan.topics:
+                if partitions is None:
+                    partitions = self.partitions_of(topic)
+                chosen += [(topic, p) for p in partitions]
+        for tp in chosen:
+            if tp not in found:
+                self.notes.append(f"WARN: No checkpoint of group {group_id} from "
+                                  f"{plan.checkpoint_alias} for {partition_name(*tp)}; "
+                                  "its offset is left as it is.")
+        return self._clamped({tp: found[tp] for tp in chosen if tp in found})
 
     def _clamped(self, requested: dict[TP, int]) -> dict[TP, int]:
         earliest = self.log_offsets_or_fail(requested, OffsetSpec.earliest(), "starting offset")

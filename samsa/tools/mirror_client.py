@@ -270,10 +270,14 @@ POLICY_CLASSES: dict[str, type[DefaultReplicationPolicy]] = {
 def read_checkpoints(consumer_config: dict[str, Any], checkpoints_topic: str,
                      timeout_s: float = 30.0) -> list[Checkpoint]:
     """Every checkpoint in partition 0 of a checkpoints topic, in order (as RemoteClusterUtils
-    reads it); records that do not parse are skipped."""
+    reads it); records that do not parse are skipped. LookupError: no such topic."""
     consumer = Consumer({**consumer_config, "group.id": "samsa-mirror-client",
                          "enable.auto.commit": False, "isolation.level": "read_committed"})
     try:
+        md = consumer.list_topics(timeout=timeout_s).topics.get(checkpoints_topic)
+        if md is None or md.error is not None:
+            raise LookupError(f"no topic {checkpoints_topic} in this cluster (no mirror writes "
+                              "checkpoints here)")
         tp = TopicPartition(checkpoints_topic, 0)
         _, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
         found: list[Checkpoint] = []
