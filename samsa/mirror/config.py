@@ -63,6 +63,9 @@ DEFAULTS: dict[str, str] = {
     # Connect's worker: how often source offsets are written to the offsets topic
     "offset.flush.interval.ms": "60000",
     "offset.storage.replication.factor": "3",
+    # Connect's exactly-once source tasks: a transaction per poll, or per interval
+    "transaction.boundary": "poll",
+    "transaction.boundary.interval.ms": "",  # empty: offset.flush.interval.ms
 }
 
 # The keys MM2 renamed: the old name is read when the new one is not given.
@@ -211,6 +214,18 @@ class MirrorMakerConfig:
     def exactly_once(self, flow: SourceAndTarget) -> bool:
         return self.get(flow, "exactly.once.support").lower() == "enabled"
 
+    def transaction_interval_ms(self, flow: SourceAndTarget) -> int | None:
+        """None: a transaction per poll (transaction.boundary=poll)."""
+        if self.get(flow, "transaction.boundary").lower() != "interval":
+            return None
+        if self.get(flow, "transaction.boundary.interval.ms") == "":
+            return self.get_int(flow, "offset.flush.interval.ms")
+        value = self.get_int(flow, "transaction.boundary.interval.ms")
+        if value < 1:
+            raise MirrorConfigError(f"{self._key_for(flow, 'transaction.boundary.interval.ms')}"
+                                    f": must be at least 1, got {value}")
+        return value
+
     def _check(self, flow: SourceAndTarget) -> None:
         for key in BOOLEANS:
             self.get_bool(flow, key)
@@ -227,6 +242,11 @@ class MirrorMakerConfig:
         if eos not in EXACTLY_ONCE_VALUES:
             raise MirrorConfigError(f"{self._key_for(flow, 'exactly.once.support')}: expected "
                                     f"one of {', '.join(EXACTLY_ONCE_VALUES)}, got {eos!r}")
+        boundary = self.get(flow, "transaction.boundary").lower()
+        if boundary not in ("poll", "interval"):
+            raise MirrorConfigError(f"{self._key_for(flow, 'transaction.boundary')}: expected "
+                                    f"poll or interval, got {boundary!r}")
+        self.transaction_interval_ms(flow)
         location = self.get(flow, "offset-syncs.topic.location").lower()
         if location not in ("source", "target"):
             raise MirrorConfigError(f"{self._key_for(flow, 'offset-syncs.topic.location')}: "

@@ -83,6 +83,9 @@ class SourceFlow:
         self.sync_configs = config.get_bool(flow, "sync.topic.configs.enabled")
         self.sync_configs_s = config.get_int(flow, "sync.topic.configs.interval.seconds")
         self.config_exclude = config.get_pattern(flow, "config.properties.exclude")
+        interval = config.transaction_interval_ms(flow)
+        self.txn_interval_s = None if interval is None else interval / 1000
+        self._txn_started = 0.0
         # per source (topic, partition): upstream offsets produced and not yet acknowledged
         self._inflight: dict[tuple[str, int], deque[tuple[int, float, float]]] = {}
         self._acked: dict[tuple[str, int], int] = {}  # last upstream offset acknowledged
@@ -138,8 +141,17 @@ class SourceFlow:
         if self.eos:
             self.producer.init_transactions(60)
         metadata_refresh = max(1000, min(self.refresh_s * 1000, 300_000))
-        self.consumer = clients.consumer(self.config, s, f"{name}-consumer", {
+        group: dict[str, Any] = {
             "group.id": worker_group(self.flow),
+            # Connect's workers' session timeout: a killed worker's partitions move on in 10 s
+            "session.timeout.ms": 10_000,
+        }
+        if self.eos:
+            # a restarted worker takes its partitions back at once (static membership): the
+            # worker id is distinct per worker under EOS anyway (its transactional.id)
+            group["group.instance.id"] = f"mm2-{self.flow}-{self.worker_id}"
+        self.consumer = clients.consumer(self.config, s, f"{name}-consumer", {
+            **group,
             "isolation.level": "read_committed",
             "topic.metadata.refresh.interval.ms": metadata_refresh,
         })
@@ -229,7 +241,8 @@ class SourceFlow:
             self._check_failure()
             now = time.monotonic()
             if self.eos:
-                if self._in_txn:
+                if self._in_txn and (self.txn_interval_s is None
+                                     or now - self._txn_started >= self.txn_interval_s):
                     self._commit()
             else:
                 self._fire_syncs()
@@ -271,6 +284,7 @@ class SourceFlow:
             if self.eos and not self._in_txn:
                 self.producer.begin_transaction()
                 self._in_txn = True
+                self._txn_started = time.monotonic()
             ts_type, ts = msg.timestamp()
             key = (topic, partition)
             queue = self._inflight.get(key)
@@ -369,8 +383,13 @@ class SourceFlow:
             return
         lag = 0
         for tp in positions:
-            _, high = self.consumer.get_watermark_offsets(tp, cached=True)
-            if high is not None and high >= 0:
-                lag += max(0, high - (tp.offset if tp.offset >= 0 else 0))
+            low, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            if high is None or high < 0:
+                continue
+            position = tp.offset
+            if position < 0:  # nothing fetched yet: from what was stored, or the log start
+                stored = self._stored.get((tp.topic, tp.partition))
+                position = stored + 1 if stored is not None else max(low or 0, 0)
+            lag += max(0, high - position)
         self.metrics.lag = lag
         self.metrics.partitions = len(assignment)

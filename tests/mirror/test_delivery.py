@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import samsa
@@ -93,21 +94,41 @@ def wait_copying(proc: subprocess.Popen[str], timeout: float = 60.0) -> list[str
     raise AssertionError(f"the mirror copied nothing: {''.join(lines)}")
 
 
+class SteadyProducer(threading.Thread):
+    """Produces numbered records to the source until stopped, so a kill lands mid-copy."""
+
+    def __init__(self, broker: samsa.Broker, topic: str, start: int, partitions: int) -> None:
+        super().__init__(daemon=True)
+        self.broker, self.topic, self.next, self.partitions = broker, topic, start, partitions
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(0.02):
+            produce(self.broker, self.topic, batch(self.next, 50, self.partitions))
+            self.next += 50
+
+
 def test_exactly_once_under_sigkill(tmp_path):
     with samsa.Broker(tmp_path / "a") as a, samsa.Broker(tmp_path / "b") as b:
         create_topic(a, "payments", 3)
         path = write_properties(tmp_path / "mm2.properties", mm2_properties(
-            {"A": a, "B": b}, ["A->B"], {"exactly.once.support": "enabled"}))
+            {"A": a, "B": b}, ["A->B"], {"exactly.once.support": "enabled",
+                                         # long transactions: the kills land inside one
+                                         "transaction.boundary": "interval",
+                                         "transaction.boundary.interval.ms": "3000"}))
         total = 0
         for _round in range(3):
-            produce(a, "payments", batch(total, 3000, 3))
-            total += 3000
+            producer = SteadyProducer(a, "payments", total, 3)
+            producer.start()
             proc = start_mirror(path)
             try:
                 wait_copying(proc)
             finally:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(30)
+                producer.halt.set()
+                producer.join(30)
+            total = producer.next
         proc = start_mirror(path)
         try:
             copied = read_all(b, "A.payments", expected=total, timeout=90,
@@ -121,3 +142,5 @@ def test_exactly_once_under_sigkill(tmp_path):
         assert len(keys) == total and set(keys) == set(range(total))
         # read_committed: still exactly once after the clean stop
         assert len(read_all(b, "A.payments", isolation="read_committed")) == total
+        # the killed mirrors' open transactions were aborted: their records are in the log
+        assert len(read_all(b, "A.payments")) > total
