@@ -101,6 +101,7 @@ class SourceFlow:
         self._target_partitions: dict[str, int] = {}
         self._topics: list[str] = []
         self._in_txn = False
+        self.refreshes = 0  # topic refreshes done
         self._failure: KafkaError | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -196,9 +197,8 @@ class SourceFlow:
             sync_topic_configs(self.target_admin, {t: c for t, c in remote_configs.items() if c})
         self._target_partitions = partition_counts(self.target_admin,
                                                    [self._remote[t] for t in selected])
-        if selected != self._topics:
-            self._topics = selected
-            return
+        self._topics = selected
+        self.refreshes += 1
 
     def _subscribe(self) -> None:
         if self._topics:
