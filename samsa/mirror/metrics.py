@@ -3,7 +3,6 @@ replication-latency-ms) and the consumer lag, and the progress line printed from
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -18,14 +17,13 @@ class FlowMetrics:
     lag: int = 0  # source high watermark - position, over the partitions this worker copies
     partitions: int = 0
     checkpoints: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def copied(self, records: int, size: int, age_ms: float, latency_ms: float) -> None:
-        with self._lock:
-            self.record_count += records
-            self.byte_count += size
-            self.record_age_ms = age_ms
-            self.replication_latency_ms = latency_ms
+        # one writer (the flow's thread); readers only print
+        self.record_count += records
+        self.byte_count += size
+        self.record_age_ms = age_ms
+        self.replication_latency_ms = latency_ms
 
 
 @dataclass

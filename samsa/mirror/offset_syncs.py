@@ -23,13 +23,18 @@ class PartitionState:
     previous_downstream: int = -1
     last_sync_downstream: int = -1
 
-    def update(self, upstream: int, downstream: int) -> bool:
+    def update(self, upstream: int, downstream: int, contiguous: bool | None = None) -> bool:
         """True when this record's pair should be synced now: the first of this lifetime, the
         last sync too stale (offset.lag.max), an upstream gap (compaction, transaction markers,
-        a seek) or a downstream rewind (the remote topic truncated)."""
+        a seek) or a downstream rewind (the remote topic truncated).
+
+        ``contiguous``: whether the record directly followed its upstream predecessor, for a
+        caller that shows only some records (None: every record is shown)."""
+        gap = (upstream - self.previous_upstream != 1 if contiguous is None
+               else not contiguous)
         emit = (self.last_sync_downstream == -1
                 or downstream - (self.last_sync_downstream + 1) >= self.max_offset_lag
-                or upstream - self.previous_upstream != 1
+                or gap
                 or downstream < self.previous_downstream)
         if emit:
             self.last_sync_downstream = downstream

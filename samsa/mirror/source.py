@@ -87,7 +87,11 @@ class SourceFlow:
         self.txn_interval_s = None if interval is None else interval / 1000
         self._txn_started = 0.0
         # per source (topic, partition): upstream offsets produced and not yet acknowledged
-        self._inflight: dict[tuple[str, int], deque[tuple[int, float, float]]] = {}
+        # per source (topic, partition): the reported records produced and not yet reported:
+        # (upstream offset, timestamp, consumed at, contiguous, records, bytes they stand for)
+        self._inflight: dict[tuple[str, int], deque[tuple[int, float, float, bool, int, int]]] = {}
+        self._produced: dict[tuple[str, int], int] = {}  # last upstream offset produced
+        self._unreported: dict[tuple[str, int], tuple[int, int]] = {}  # records, bytes
         self._acked: dict[tuple[str, int], int] = {}  # last upstream offset acknowledged
         self._stored: dict[tuple[str, int], int] = {}  # last upstream offset written as progress
         self._txn_offsets: dict[tuple[str, int], int] = {}  # EOS: last offset in this txn
@@ -224,7 +228,8 @@ class SourceFlow:
         self._commit(final=True)
         for tp in partitions:
             key = (tp.topic, tp.partition)
-            for d in (self._acked, self._stored, self._states, self._inflight):
+            for d in (self._acked, self._stored, self._states, self._inflight, self._produced,
+                      self._unreported):
                 d.pop(key, None)
         consumer.unassign()
         self.metrics.partitions = 0
@@ -234,7 +239,10 @@ class SourceFlow:
     def _loop(self) -> None:
         last_flush = last_refresh = last_configs = last_lag = time.monotonic()
         while not self.stop.is_set():
-            msgs = self.consumer.consume(POLL_BATCH, timeout=min(self.poll_timeout_s, 0.5))
+            # short waits while reports are due: they are served by the producer's poll
+            waiting = any(self._inflight.values())
+            msgs = self.consumer.consume(
+                POLL_BATCH, timeout=0.005 if waiting else min(self.poll_timeout_s, 0.5))
             if msgs:
                 self._copy(msgs)
             self.producer.poll(0)
@@ -263,18 +271,27 @@ class SourceFlow:
                 last_lag = now
 
     def _copy(self, msgs: list[Message]) -> None:
+        """Produce a poll's records. Only some carry a delivery report (a Python call per
+        record would halve the throughput): the last of each partition in the poll, the first
+        after a gap in the upstream offsets, and one every offset.lag.max offsets. Reports of a
+        partition come in order (idempotent producer), so a report also acknowledges the
+        records produced before it."""
+        last: dict[tuple[str, int], int] = {}
+        for i, msg in enumerate(msgs):
+            if msg.error() is None:
+                last[(msg.topic(), msg.partition())] = i
         produce = self.producer.produce
         delivered = self._delivered
+        lag_max = self.max_offset_lag
         now = time.time()
-        for msg in msgs:
+        for i, msg in enumerate(msgs):
             err = msg.error()
             if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    continue
-                if err.fatal() or not err.retriable():
+                if err.code() != KafkaError._PARTITION_EOF:
                     log.warning("%s: consumer error: %s", self.flow, err)
                 continue
             topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            key = (topic, partition)
             remote = self._remote.get(topic)
             if remote is None:
                 remote = self.filter.remote_topic(topic)
@@ -285,22 +302,39 @@ class SourceFlow:
                 self.producer.begin_transaction()
                 self._in_txn = True
                 self._txn_started = time.monotonic()
+            value, mkey = msg.value(), msg.key()
             ts_type, ts = msg.timestamp()
-            key = (topic, partition)
-            queue = self._inflight.get(key)
-            if queue is None:
-                queue = self._inflight[key] = deque()
-            queue.append((offset, ts if ts_type else now * 1000, now))
+            previous = self._produced.get(key)
+            contiguous = previous is not None and offset == previous + 1
+            self._produced[key] = offset
+            count, size = self._unreported.get(key, (0, 0))
+            count += 1
+            size += (len(value) if value else 0) + (len(mkey) if mkey else 0)
+            report = i == last[key] or not contiguous or offset % lag_max == 0
+            if report:
+                self._unreported[key] = (0, 0)
+                queue = self._inflight.get(key)
+                if queue is None:
+                    queue = self._inflight[key] = deque()
+                queue.append((offset, ts if ts_type else now * 1000, now, contiguous, count,
+                              size))
+            else:
+                self._unreported[key] = (count, size)
             while True:
                 try:
-                    produce(remote, msg.value(), msg.key(), partition=partition,
-                            timestamp=ts if ts_type else 0, headers=msg.headers(),
-                            on_delivery=delivered)
+                    if report:
+                        produce(remote, value, mkey, partition=partition,
+                                timestamp=ts if ts_type else 0, headers=msg.headers(),
+                                on_delivery=delivered)
+                    else:
+                        produce(remote, value, mkey, partition=partition,
+                                timestamp=ts if ts_type else 0, headers=msg.headers())
                     break
                 except BufferError:
                     self.producer.poll(0.05)
-            if self.eos:
-                self._txn_offsets[key] = offset
+        if self.eos:
+            for (topic, partition), i in last.items():
+                self._txn_offsets[(topic, partition)] = msgs[i].offset()
 
     def _grow(self, topic: str, remote: str, partition: int) -> None:
         """A record of a partition the remote topic lacks: sync the topic now, and wait for the
@@ -315,27 +349,27 @@ class SourceFlow:
         raise RuntimeError(f"{remote} in {self.flow.target} has no partition {partition}")
 
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:
-        topic = self._upstream[msg.topic()]
-        key = (topic, msg.partition())
-        upstream, ts, consumed = self._inflight[key].popleft()
+        key = (self._upstream[msg.topic()], msg.partition())
+        upstream, ts, consumed, contiguous, count, size = self._inflight[key].popleft()
         if err is not None:
             self._failure = err
             return
         self._acked[key] = upstream
         now = time.time()
-        self.metrics.copied(1, len(msg.value() or b"") + len(msg.key() or b""),
-                            now * 1000 - ts, (now - consumed) * 1000)
+        self.metrics.copied(count, size, now * 1000 - ts, (now - consumed) * 1000)
         if not self.emit_syncs:
             return
         state = self._states.get(key)
         if state is None:
             state = self._states[key] = PartitionState(self.max_offset_lag)
-        sync = OffsetSync(topic, key[1], upstream, msg.offset())
-        if state.update(upstream, msg.offset()):
+        downstream = msg.offset()
+        # the state sees the reported records only: "contiguous" says whether the record
+        # followed its upstream predecessor, reported or not
+        if state.update(upstream, downstream, contiguous):
             self._delayed_syncs.pop(key, None)
-            self._pending_syncs.append(sync)
+            self._pending_syncs.append(OffsetSync(key[0], key[1], upstream, downstream))
         else:
-            self._delayed_syncs[key] = sync
+            self._delayed_syncs[key] = OffsetSync(key[0], key[1], upstream, downstream)
 
     def _check_failure(self) -> None:
         if self._failure is not None:
