@@ -18,12 +18,14 @@ from samsa.mirror.runner import MirrorError, MirrorMaker
 @click.argument("properties", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--clusters", "clusters", default=None, metavar="ALIAS[,ALIAS...]",
               help="Run only the flows into these target clusters (default: all).")
-@click.option("--worker-id", "worker_id", default="0", show_default=True,
-              help="This worker's name among the workers sharing the config; each needs its "
-                   "own under exactly.once.support=enabled (part of its transactional.id).")
+@click.option("--worker-id", "worker_id", default=None,
+              help="This worker's name among the workers sharing the config, kept across its "
+                   "restarts: its static group membership (a restarted worker takes its "
+                   "partitions back at once) and, under exactly.once.support=enabled, its "
+                   "transactional.id. Default: 0 under exactly-once, none otherwise.")
 @click.option("--progress-interval", "progress_interval", type=click.FloatRange(min=0.1),
               default=10.0, show_default=True, help="Seconds between progress lines (stderr).")
-def mirror(properties: Path, clusters: str | None, worker_id: str,
+def mirror(properties: Path, clusters: str | None, worker_id: str | None,
            progress_interval: float) -> None:
     """Replicate topics between clusters as MirrorMaker 2: samsa mirror mm2.properties"""
     if not properties.is_file():

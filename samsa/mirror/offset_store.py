@@ -21,6 +21,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from samsa.tools.mirror_client import high_watermark
+
 CONNECTOR_NAME = "MirrorSourceConnector"
 
 
@@ -54,7 +56,7 @@ def read_offsets(consumer_config: dict[str, Any], source_alias: str,
                          "enable.partition.eof": True})
     offsets: dict[tuple[str, int], int] = {}
     try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout_s)
+        high = high_watermark(consumer, TopicPartition(topic, 0), timeout_s)
         if high <= 0:
             return offsets
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])

@@ -27,7 +27,7 @@ class MirrorError(RuntimeError):
 
 class MirrorMaker:
     def __init__(self, config: MirrorMakerConfig, clusters: Iterable[str] | None = None,
-                 worker_id: str = "0") -> None:
+                 worker_id: str | None = None) -> None:
         """``clusters``: run only the flows into these targets (connect-mirror-maker.sh's
         --clusters); all by default."""
         self.config = config

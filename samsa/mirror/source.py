@@ -66,7 +66,7 @@ def capped_replication(admin: Any, wanted: int) -> int:
 
 class SourceFlow:
     def __init__(self, config: MirrorMakerConfig, flow: SourceAndTarget, stop: threading.Event,
-                 worker_id: str = "0") -> None:
+                 worker_id: str | None = None) -> None:
         self.config, self.flow, self.stop = config, flow, stop
         self.worker_id = worker_id
         self.filter = TopicFilter.of(config, flow)
@@ -140,7 +140,7 @@ class SourceFlow:
                 {"queue.buffering.max.messages": MAX_PENDING_SYNCS})
         extra: dict[str, Any] = {}
         if self.eos:
-            extra = {"transactional.id": f"mm2-{self.flow}-{self.worker_id}",
+            extra = {"transactional.id": f"mm2-{self.flow}-{self.worker_id or '0'}",
                      "transaction.timeout.ms": 60_000}
         self.producer = clients.producer(self.config, t, f"{name}-producer", extra)
         if self.eos:
@@ -151,10 +151,11 @@ class SourceFlow:
             # Connect's workers' session timeout: a killed worker's partitions move on in 10 s
             "session.timeout.ms": 10_000,
         }
-        if self.eos:
-            # a restarted worker takes its partitions back at once (static membership): the
-            # worker id is distinct per worker under EOS anyway (its transactional.id)
-            group["group.instance.id"] = f"mm2-{self.flow}-{self.worker_id}"
+        if self.worker_id is not None or self.eos:
+            # a restarted worker takes its partitions back at once (static membership); two
+            # live workers with one id fence each other (FENCED_INSTANCE_ID), as under EOS
+            # their transactional.ids would
+            group["group.instance.id"] = f"mm2-{self.flow}-{self.worker_id or '0'}"
         self.consumer = clients.consumer(self.config, s, f"{name}-consumer", {
             **group,
             "isolation.level": "read_committed",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -109,6 +110,7 @@ def ensure_topics(admin: AdminClient, wanted: dict[str, int], replication_factor
             if exc.args[0].name() not in _ALREADY_EXISTS:
                 raise exc
         changed += [t.topic for t in new if t.topic not in failed]
+        wait_for_leaders(admin, {t.topic: t.num_partitions for t in new})
     if grow:
         failed = _errors(admin.create_partitions(grow, operation_timeout=ADMIN_TIMEOUT_S))
         for exc in failed.values():
@@ -116,6 +118,23 @@ def ensure_topics(admin: AdminClient, wanted: dict[str, int], replication_factor
                 raise exc
         changed += [p.topic for p in grow]
     return changed
+
+
+def wait_for_leaders(admin: AdminClient, topics: dict[str, int]) -> None:
+    """Until the cluster's metadata shows every partition of the new topics with a leader (in
+    a multi-broker cluster that takes a moment, and clients that look earlier cache the
+    topic as unknown)."""
+    deadline = time.monotonic() + ADMIN_TIMEOUT_S
+    for topic, count in topics.items():
+        while True:
+            md = admin.list_topics(topic, timeout=ADMIN_TIMEOUT_S).topics.get(topic)
+            if (md is not None and md.error is None and len(md.partitions) >= count
+                    and all(p.leader >= 0 for p in md.partitions.values())):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {topic} has no leader for every partition after "
+                                   f"{ADMIN_TIMEOUT_S:g} s")
+            time.sleep(0.1)
 
 
 def ensure_internal_topic(admin: AdminClient, name: str, replication_factor: int,

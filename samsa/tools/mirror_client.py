@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 HEARTBEATS_TOPIC = "heartbeats"
 SEPARATOR_DEFAULT = "."
@@ -267,6 +267,19 @@ POLICY_CLASSES: dict[str, type[DefaultReplicationPolicy]] = {
 }
 
 
+def high_watermark(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> int:
+    """The partition's end offset, retried while the cluster does not know it yet (a topic
+    created a moment ago: its leader is still being elected or its metadata spread)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(tp, timeout=min(5.0, timeout_s))[1])
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_checkpoints(consumer_config: dict[str, Any], checkpoints_topic: str,
                      timeout_s: float = 30.0) -> list[Checkpoint]:
     """Every checkpoint in partition 0 of a checkpoints topic, in order (as RemoteClusterUtils
@@ -279,7 +292,7 @@ def read_checkpoints(consumer_config: dict[str, Any], checkpoints_topic: str,
             raise LookupError(f"no topic {checkpoints_topic} in this cluster (no mirror writes "
                               "checkpoints here)")
         tp = TopicPartition(checkpoints_topic, 0)
-        _, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
+        high = high_watermark(consumer, tp, timeout_s)
         found: list[Checkpoint] = []
         if high <= 0:
             return found

@@ -50,7 +50,7 @@ def write_properties(path: Path, props: dict[str, str]) -> Path:
 
 
 @contextmanager
-def running_mirror(props: dict[str, str], worker_id: str = "0") -> Iterator[MirrorMaker]:
+def running_mirror(props: dict[str, str], worker_id: str | None = None) -> Iterator[MirrorMaker]:
     maker = MirrorMaker(MirrorMakerConfig(props), worker_id=worker_id)
     maker.start()
     try:
