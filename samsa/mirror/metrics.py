@@ -33,10 +33,23 @@ class Progress:
     flows: list[FlowMetrics]
     _last: dict[str, tuple[float, int, int]] = field(default_factory=dict)
 
+    def totals(self) -> list[FlowMetrics]:
+        """One line's worth per flow: its tasks' counters added up."""
+        flows: dict[str, FlowMetrics] = {}
+        for m in self.flows:
+            total = flows.setdefault(m.flow, FlowMetrics(m.flow))
+            total.record_count += m.record_count
+            total.byte_count += m.byte_count
+            total.lag += m.lag
+            total.partitions += m.partitions
+            total.checkpoints += m.checkpoints
+            total.record_age_ms = max(total.record_age_ms, m.record_age_ms)
+        return list(flows.values())
+
     def line(self) -> str:
         now = time.monotonic()
         parts = []
-        for m in self.flows:
+        for m in self.totals():
             t0, r0, b0 = self._last.get(m.flow, (now, m.record_count, m.byte_count))
             dt = max(now - t0, 1e-9)
             rate = (m.record_count - r0) / dt if now > t0 else 0.0

@@ -37,11 +37,13 @@ class MirrorMaker:
         if unknown:
             raise MirrorError(f"--clusters: {', '.join(sorted(unknown))} not in clusters")
         flows = [f for f in config.flows() if f.target in targets]
-        self.sources = [SourceFlow(config, f, self.stop_event, worker_id) for f in flows]
+        # tasks.max copy loops per flow in this process, sharing its partitions as workers do
+        self.sources = [SourceFlow(config, f, self.stop_event, worker_id, task)
+                        for f in flows for task in range(config.get_int(f, "tasks.max"))]
         self.checkpoints = [
             CheckpointFlow(config, s.flow, self.stop_event, s.metrics) for s in self.sources
-            if config.get_bool(s.flow, "emit.checkpoints.enabled")
-            or config.get_bool(s.flow, "sync.group.offsets.enabled")]
+            if s.task == 0 and (config.get_bool(s.flow, "emit.checkpoints.enabled")
+                                or config.get_bool(s.flow, "sync.group.offsets.enabled"))]
         self.heartbeats = Heartbeats(config, self.stop_event)
         self.heartbeats.pairs = [p for p in self.heartbeats.pairs if p.target in targets]
         self.tasks: list[_Task] = [*self.sources, *self.checkpoints]

@@ -66,9 +66,9 @@ def capped_replication(admin: Any, wanted: int) -> int:
 
 class SourceFlow:
     def __init__(self, config: MirrorMakerConfig, flow: SourceAndTarget, stop: threading.Event,
-                 worker_id: str | None = None) -> None:
+                 worker_id: str | None = None, task: int = 0) -> None:
         self.config, self.flow, self.stop = config, flow, stop
-        self.worker_id = worker_id
+        self.worker_id, self.task = worker_id, task
         self.filter = TopicFilter.of(config, flow)
         self.eos = config.exactly_once(flow)
         self.metrics = FlowMetrics(str(flow))
@@ -140,7 +140,7 @@ class SourceFlow:
                 {"queue.buffering.max.messages": MAX_PENDING_SYNCS})
         extra: dict[str, Any] = {}
         if self.eos:
-            extra = {"transactional.id": f"mm2-{self.flow}-{self.worker_id or '0'}",
+            extra = {"transactional.id": self._member_id(),
                      "transaction.timeout.ms": 60_000}
         self.producer = clients.producer(self.config, t, f"{name}-producer", extra)
         if self.eos:
@@ -155,7 +155,7 @@ class SourceFlow:
             # a restarted worker takes its partitions back at once (static membership); two
             # live workers with one id fence each other (FENCED_INSTANCE_ID), as under EOS
             # their transactional.ids would
-            group["group.instance.id"] = f"mm2-{self.flow}-{self.worker_id or '0'}"
+            group["group.instance.id"] = self._member_id()
         self.consumer = clients.consumer(self.config, s, f"{name}-consumer", {
             **group,
             "isolation.level": "read_committed",
@@ -169,6 +169,11 @@ class SourceFlow:
             self._commit(final=True)
         finally:
             self._close()
+
+    def _member_id(self) -> str:
+        """The transactional.id and group.instance.id of this worker's task."""
+        name = f"mm2-{self.flow}-{self.worker_id or '0'}"
+        return f"{name}-{self.task}" if self.task else name
 
     def _close(self) -> None:
         try:

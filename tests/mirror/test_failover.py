@@ -15,7 +15,7 @@ from waiting import wait_for
 import samsa
 from samsa.tools.mirror_client import translate_offsets
 
-from .helpers import create_topic, mm2_properties, produce, read_all, running_mirror
+from .helpers import create_topic, mm2_properties, produce, read_all, running_mirror, topics
 
 LAG_MAX = 10  # offset.lag.max: how far a translated offset may be behind
 
@@ -98,10 +98,14 @@ def test_group_fails_over_with_synced_offsets(tmp_path):
 def test_samsa_groups_applies_the_translation(tmp_path):
     with samsa.Broker(tmp_path / "a") as a, samsa.Broker(tmp_path / "b") as b:
         committed, read_on_a = setup_and_consume_on_a(a, b)
-        props = mm2_properties({"A": a, "B": b}, ["A->B"], {"offset.lag.max": str(LAG_MAX)})
+        props = mm2_properties({"A": a, "B": b}, ["A->B"], {
+            "offset.lag.max": str(LAG_MAX),
+            "offset-syncs.topic.location": "target"})  # the syncs in B this time
         with running_mirror(props):
             assert len(read_all(b, "A.orders", expected=200)) == 200
             translated = wait_checkpoints(b, committed)
+            assert "mm2-offset-syncs.B.internal" in topics(b)
+            assert "mm2-offset-syncs.B.internal" not in topics(a)
             # the checkpoint records are Kafka's Checkpoint structs
             raw = read_all(b, "A.checkpoints.internal")
             key = raw[-1].key()

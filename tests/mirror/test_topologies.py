@@ -99,3 +99,22 @@ def test_two_workers_share_a_flow(tmp_path):
             assert sum(counts) == 400
         assert sorted(int(m.key()) for m in copied) == list(range(400))
         assert worker_group(w1.sources[0].flow) == "mm2-A->B"
+
+
+def test_tasks_max_splits_a_flow_in_one_process(tmp_path):
+    with samsa.Broker(tmp_path / "a") as a, samsa.Broker(tmp_path / "b") as b:
+        create_topic(a, "big", 4)
+        props = mm2_properties({"A": a, "B": b}, ["A->B"], {
+            "topics": "big", "emit.heartbeats.enabled": "false", "tasks.max": "2"})
+        with running_mirror(props) as mirror:
+            assert [s.task for s in mirror.sources] == [0, 1]
+            wait_for(lambda: all(s.metrics.partitions == 2 for s in mirror.sources), 60,
+                     "two partitions per task")
+            produce(a, "big", [{"key": str(i).encode(), "value": b"v", "partition": i % 4}
+                               for i in range(200)])
+            copied = read_all(b, "A.big", expected=200)
+            wait_for(lambda: sum(s.metrics.record_count for s in mirror.sources) == 200, 30,
+                     "both tasks' acknowledgements")
+            assert all(s.metrics.record_count == 100 for s in mirror.sources)
+            assert "A->B: 200 records" in mirror.progress.line()
+        assert sorted(int(m.key()) for m in copied) == list(range(200))
