@@ -10,7 +10,9 @@ from types import FrameType
 
 import click
 
+from samsa.config import parse_http_listener
 from samsa.mirror.config import MirrorConfigError, MirrorMakerConfig
+from samsa.mirror.prometheus import serve
 from samsa.mirror.runner import MirrorError, MirrorMaker
 
 
@@ -23,11 +25,19 @@ from samsa.mirror.runner import MirrorError, MirrorMaker
                    "restarts: its static group membership (a restarted worker takes its "
                    "partitions back at once) and, under exactly.once.support=enabled, its "
                    "transactional.id. Default: 0 under exactly-once, none otherwise.")
+@click.option("--metrics-listener", "metrics_listener", metavar="http://HOST:PORT",
+              help="Serve the metrics (Prometheus' format, MM2's names) at this address.")
 @click.option("--progress-interval", "progress_interval", type=click.FloatRange(min=0.1),
               default=10.0, show_default=True, help="Seconds between progress lines (stderr).")
 def mirror(properties: Path, clusters: str | None, worker_id: str | None,
-           progress_interval: float) -> None:
+           metrics_listener: str | None, progress_interval: float) -> None:
     """Replicate topics between clusters as MirrorMaker 2: samsa mirror mm2.properties"""
+    listener = None
+    if metrics_listener is not None:
+        listener = parse_http_listener(metrics_listener)
+        if listener is None:
+            raise click.UsageError(f"--metrics-listener takes http://HOST:PORT, got "
+                                   f"{metrics_listener!r}")
     if not properties.is_file():
         raise click.UsageError(f"no such properties file: {properties}")
     try:
@@ -51,10 +61,18 @@ def mirror(properties: Path, clusters: str | None, worker_id: str | None,
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
-    flows = ", ".join(str(s.flow) for s in maker.sources)
+    flows = ", ".join(dict.fromkeys(str(s.flow) for s in maker.sources))
     click.echo(f"samsa mirror: replicating {flows}", err=True)
+    server = None
+    if listener is not None:
+        server = serve(maker.progress, *listener)
+        host, port = server.server_address[:2]
+        click.echo(f"samsa mirror: metrics at http://{host}:{port}/metrics", err=True)
     try:
         maker.run(progress_interval, lambda line: click.echo(line, err=True))
     except MirrorError as exc:
         raise click.ClickException(str(exc)) from exc
+    finally:
+        if server is not None:
+            server.shutdown()
     click.echo("samsa mirror: stopped", err=True)

@@ -82,3 +82,54 @@ def test_new_partitions_and_config_changes_follow(tmp_path):
             produce(a, "events", [{"value": b"p3", "partition": 3}])
             copied = read_all(b, "A.events", expected=1)
             assert [(m.partition(), m.value()) for m in copied] == [(3, b"p3")]
+
+
+def test_samsa_mirror_command_progress_metrics_and_sigint(tmp_path):
+    import re
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from .helpers import write_properties
+
+    with samsa.Broker(tmp_path / "a") as a, samsa.Broker(tmp_path / "b") as b:
+        create_topic(a, "logs", 2)
+        path = write_properties(tmp_path / "mm2.properties", mm2_properties(
+            {"A": a, "B": b}, ["A->B"], {"topics": "logs", "emit.heartbeats.enabled": "false"}))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "samsa.cli", "mirror", str(path), "--progress-interval",
+             "0.5", "--metrics-listener", "http://127.0.0.1:0"],
+            stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stderr is not None
+            lines = [proc.stderr.readline(), proc.stderr.readline()]
+            assert lines[0] == "samsa mirror: replicating A->B\n"
+            url = re.fullmatch(r"samsa mirror: metrics at (\S+)\n", lines[1])[1]
+            produce(a, "logs", [{"value": b"x" * 200, "partition": i % 2} for i in range(50)])
+
+            def copied():
+                text = urllib.request.urlopen(url, timeout=10).read().decode()
+                found = re.search(r'^kafka_connect_mirror_mirrorsourceconnector_record_count'
+                                  r'\{source="A",target="B"\} (\S+)$', text, re.M)
+                return text if found and float(found[1]) == 50 else None
+            text = wait_for(copied, 30, "record_count 50 at the metrics endpoint")
+            assert re.search(r'^samsa_mirror_records_lag\{source="A",target="B"\} 0\.0$', text,
+                             re.M)
+            assert re.search(r'^kafka_connect_mirror_mirrorsourceconnector_byte_count'
+                             r'\{source="A",target="B"\} 10000\.0$', text, re.M)
+            while True:  # a progress line with the 50 records
+                line = proc.stderr.readline()
+                assert line, "the mirror ended"
+                if line.startswith("mirror A->B: 50 records ("):
+                    assert re.search(r"records/s, [\d.]+ MB/s\), lag 0 records on 2 partitions",
+                                     line)
+                    break
+            proc.send_signal(signal.SIGINT)
+            rest = proc.stderr.read()
+            assert proc.wait(60) == 0
+            assert rest.rstrip().endswith("samsa mirror: stopped")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
