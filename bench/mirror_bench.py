@@ -88,9 +88,12 @@ def preload(bootstrap: str, topic: str, count: int) -> None:
     producer.flush(120)
 
 
-def mm2(source: str, target: str, topic: str, extra: dict[str, str] | None = None) -> dict:
-    props = {"clusters": "S, T", "S.bootstrap.servers": source, "T.bootstrap.servers": target,
-             "S->T.enabled": "true", "S->T.topics": topic, "replication.factor": "1",
+def mm2(alias: str, source: str, target: str, topic: str,
+        extra: dict[str, str] | None = None) -> dict:
+    """A flow ``alias``->T: each run has its own source alias, so its own worker group."""
+    props = {"clusters": f"{alias}, T", f"{alias}.bootstrap.servers": source,
+             "T.bootstrap.servers": target, f"{alias}->T.enabled": "true",
+             f"{alias}->T.topics": topic, "replication.factor": "1",
              "offset-syncs.topic.replication.factor": "1",
              "checkpoints.topic.replication.factor": "1",
              "heartbeats.topic.replication.factor": "1",
@@ -154,8 +157,7 @@ def mirror_run(source: str, target: str, count: int, eos: bool) -> dict[str, Any
     create(source, topic)
     preload(source, topic, count)
     extra = {"exactly.once.support": "enabled"} if eos else {}
-    maker = MirrorMaker(MirrorMakerConfig(mm2(source, target, topic, extra)),
-                        worker_id=uuid.uuid4().hex[:6])
+    maker = MirrorMaker(MirrorMakerConfig(mm2(f"S{topic[-8:]}", source, target, topic, extra)))
     flow = maker.sources[0]
     start = time.perf_counter()
     maker.start()
@@ -185,7 +187,8 @@ def mirror_run(source: str, target: str, count: int, eos: bool) -> dict[str, Any
 def lag_run(source: str, target: str, rate: int, duration: float) -> dict[str, Any]:
     topic = f"lag-{uuid.uuid4().hex[:8]}"
     create(source, topic)
-    maker = MirrorMaker(MirrorMakerConfig(mm2(source, target, topic)))
+    alias = f"S{topic[-8:]}"
+    maker = MirrorMaker(MirrorMakerConfig(mm2(alias, source, target, topic)))
     flow = maker.sources[0]
     maker.start()
     latencies: list[float] = []  # on the target: source producer -> mirrored record read
@@ -205,11 +208,14 @@ def lag_run(source: str, target: str, rate: int, duration: float) -> dict[str, A
                     found.append(time.time() * 1000 - m.timestamp()[1])
         consumer.close()
 
-    readers = [threading.Thread(target=read, args=(target, f"S.{topic}", latencies),
+    readers = [threading.Thread(target=read, args=(target, f"{alias}.{topic}", latencies),
                                 daemon=True),
                threading.Thread(target=read, args=(source, topic, at_source), daemon=True)]
     try:
         maker.wait_ready(60)
+        deadline = time.monotonic() + 60
+        while flow.metrics.partitions < PARTITIONS and time.monotonic() < deadline:
+            time.sleep(0.05)  # the group join: the load starts once the mirror holds them
         for reader in readers:
             reader.start()
         producer = Producer({"bootstrap.servers": source, "linger.ms": 5,
