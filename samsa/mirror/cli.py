@@ -14,6 +14,7 @@ from samsa.config import parse_http_listener
 from samsa.mirror.config import MirrorConfigError, MirrorMakerConfig
 from samsa.mirror.prometheus import serve
 from samsa.mirror.runner import MirrorError, MirrorMaker
+from samsa.tools.common import ToolError, check_reachable
 
 
 @click.command("mirror")
@@ -54,6 +55,13 @@ def mirror(properties: Path, clusters: str | None, worker_id: str | None,
         maker = MirrorMaker(config, names, worker_id)
     except (MirrorError, MirrorConfigError) as exc:
         raise click.ClickException(str(exc)) from exc
+    used = {f.source for f in config.flows()} | {f.target for f in config.flows()}
+    for alias in config.clusters:
+        if alias in used:  # fail fast, in one line, on a cluster nobody listens for
+            try:
+                check_reachable(config.client_config(alias, "admin")["bootstrap.servers"])
+            except ToolError as exc:
+                raise click.ClickException(f"cluster {alias}: {exc.message}") from exc
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         maker.stop_event.set()

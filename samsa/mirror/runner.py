@@ -13,6 +13,7 @@ from samsa.mirror.config import MirrorMakerConfig
 from samsa.mirror.heartbeat import Heartbeats
 from samsa.mirror.metrics import Progress
 from samsa.mirror.source import SourceFlow
+from samsa.tools.common import describe_error
 
 
 class _Task(Protocol):
@@ -72,7 +73,7 @@ class MirrorMaker:
         for task in self.tasks:
             if task.error is not None:
                 name = getattr(task, "flow", "heartbeats")
-                return f"{name}: {' '.join(str(task.error).split()) or type(task.error).__name__}"
+                return f"{name}: {describe_error(task.error) or type(task.error).__name__}"
         return None
 
     def run(self, progress_interval_s: float, report: Callable[[str], None]) -> None:

@@ -195,3 +195,20 @@ def test_samsa_mirror_reports_bad_config_in_one_line(tmp_path):
     run = subprocess.run([sys.executable, "-m", "samsa.cli", "mirror", str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "no such properties file" in run.stderr
+
+
+def test_samsa_mirror_unreachable_cluster_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as free:  # a port nobody listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    path = tmp_path / "mm2.properties"
+    path.write_text(f"clusters = A, B\nA.bootstrap.servers = 127.0.0.1:{port}\n"
+                    f"B.bootstrap.servers = 127.0.0.1:{port}\nA->B.enabled = true\n")
+    run = subprocess.run([sys.executable, "-m", "samsa.cli", "mirror", str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"samsa: cluster A: cannot connect to any bootstrap server: 127.0.0.1:{port}"), lines
