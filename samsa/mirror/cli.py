@@ -74,7 +74,7 @@ def mirror(properties: Path, clusters: str | None, worker_id: str | None,
     server = None
     if listener is not None:
         server = serve(maker.progress, *listener)
-        host, port = server.server_address[:2]
+        host, port = str(server.server_address[0]), server.server_address[1]
         click.echo(f"samsa mirror: metrics at http://{host}:{port}/metrics", err=True)
     try:
         maker.run(progress_interval, lambda line: click.echo(line, err=True))

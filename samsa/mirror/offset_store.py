@@ -64,7 +64,7 @@ def read_offsets(consumer_config: dict[str, Any], source_alias: str,
         while True:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"could not read {topic} to its end in {timeout_s:g} s")
-            msgs = consumer.consume(1000, timeout=0.5)
+            msgs: list[Any] = consumer.consume(1000, timeout=0.5)  # records: no None getters
             done = False
             for msg in msgs:
                 if msg.error():

@@ -24,7 +24,7 @@ import time
 from collections import deque
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from samsa.mirror import clients
 from samsa.mirror.config import MirrorMakerConfig, SourceAndTarget
@@ -276,12 +276,13 @@ class SourceFlow:
                 self._measure_lag()
                 last_lag = now
 
-    def _copy(self, msgs: list[Message]) -> None:
+    def _copy(self, msgs: list[Any]) -> None:
         """Produce a poll's records. Only some carry a delivery report (a Python call per
         record would halve the throughput): the last of each partition in the poll, the first
         after a gap in the upstream offsets, and one every offset.lag.max offsets. Reports of a
         partition come in order (idempotent producer), so a report also acknowledges the
-        records produced before it."""
+        records produced before it. (Records are typed Any: Message's getters are Optional
+        for error events only, and a record has them all.)"""
         last: dict[tuple[str, int], int] = {}
         for i, msg in enumerate(msgs):
             if msg.error() is None:
@@ -354,7 +355,7 @@ class SourceFlow:
             time.sleep(0.2)
         raise RuntimeError(f"{remote} in {self.flow.target} has no partition {partition}")
 
-    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
+    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
         key = (self._upstream[msg.topic()], msg.partition())
         upstream, ts, consumed, contiguous, count, size = self._inflight[key].popleft()
         if err is not None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
@@ -24,6 +26,7 @@ from samsa.mirror.config import MirrorMakerConfig, SourceAndTarget
 from samsa.tools.mirror_client import DefaultReplicationPolicy
 
 log = logging.getLogger(__name__)
+K = TypeVar("K")
 
 ADMIN_TIMEOUT_S = 60.0
 # Kafka's error names for a topic being created twice (two workers, or a restart)
@@ -77,11 +80,11 @@ class TopicFilter:
         return self.policy.format_remote_topic(self.flow.source, topic)
 
 
-def _errors(futures: dict[object, object]) -> dict[object, KafkaException]:
+def _errors(futures: Mapping[K, Future[Any]]) -> dict[K, KafkaException]:
     failed = {}
     for key, future in futures.items():
         try:
-            future.result(timeout=ADMIN_TIMEOUT_S)  # type: ignore[attr-defined]
+            future.result(timeout=ADMIN_TIMEOUT_S)
         except KafkaException as exc:
             failed[key] = exc
     return failed
