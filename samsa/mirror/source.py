@@ -357,7 +357,12 @@ class SourceFlow:
 
     def _delivered(self, err: KafkaError | None, msg: Any) -> None:
         key = (self._upstream[msg.topic()], msg.partition())
-        upstream, ts, consumed, contiguous, count, size = self._inflight[key].popleft()
+        queue = self._inflight.get(key)
+        if not queue:  # a report outliving its partition's revocation (a flush timed out)
+            if err is not None:
+                self._failure = err
+            return
+        upstream, ts, consumed, contiguous, count, size = queue.popleft()
         if err is not None:
             self._failure = err
             return
