@@ -80,7 +80,10 @@ INTEGERS = {"replication.factor", "offset-syncs.topic.replication.factor",
             "emit.checkpoints.interval.seconds", "sync.group.offsets.interval.seconds",
             "consumer.poll.timeout.ms", "tasks.max", "offset.flush.interval.ms",
             "offset.storage.replication.factor"}
-EXACTLY_ONCE_VALUES = ("enabled", "requested", "disabled")
+# exactly.once.support: Connect's connector values (requested, required) and "enabled"/
+# "disabled"; exactly.once.source.support: the worker's, which Kafka's MM2 docs set per target
+EXACTLY_ONCE_VALUES = ("enabled", "required", "requested", "disabled")
+SOURCE_SUPPORT_VALUES = ("enabled", "preparing", "disabled")
 
 # Client configs that apply to every client of a cluster (the common ones of Kafka's
 # CommonClientConfigs and the TLS/SASL ones), given top-level or as ``<alias>.<key>``.
@@ -211,8 +214,17 @@ class MirrorMakerConfig:
             raise MirrorConfigError(f"{self._key_for(flow, key)}: bad regex in {value!r}: "
                                     f"{exc}") from None
 
+    def source_support(self, target: str) -> str:
+        """``exactly.once.source.support`` of a target cluster (Kafka's MM2 docs:
+        ``us-east.exactly.once.source.support = enabled``), or the top-level one."""
+        return self.props.get(f"{target}.exactly.once.source.support",
+                              self.props.get("exactly.once.source.support", "disabled")).lower()
+
     def exactly_once(self, flow: SourceAndTarget) -> bool:
-        return self.get(flow, "exactly.once.support").lower() == "enabled"
+        """Transactions into the target: the target's exactly.once.source.support is enabled
+        (as Kafka's MM2), or the flow's exactly.once.support is enabled or required."""
+        return (self.source_support(flow.target) == "enabled"
+                or self.get(flow, "exactly.once.support").lower() in ("enabled", "required"))
 
     def transaction_interval_ms(self, flow: SourceAndTarget) -> int | None:
         """None: a transaction per poll (transaction.boundary=poll)."""
@@ -242,6 +254,13 @@ class MirrorMakerConfig:
         if eos not in EXACTLY_ONCE_VALUES:
             raise MirrorConfigError(f"{self._key_for(flow, 'exactly.once.support')}: expected "
                                     f"one of {', '.join(EXACTLY_ONCE_VALUES)}, got {eos!r}")
+        support = self.source_support(flow.target)
+        if support not in SOURCE_SUPPORT_VALUES:
+            key = (f"{flow.target}.exactly.once.source.support"
+                   if f"{flow.target}.exactly.once.source.support" in self.props
+                   else "exactly.once.source.support")
+            raise MirrorConfigError(f"{key}: expected one of {', '.join(SOURCE_SUPPORT_VALUES)}"
+                                    f", got {support!r}")
         boundary = self.get(flow, "transaction.boundary").lower()
         if boundary not in ("poll", "interval"):
             raise MirrorConfigError(f"{self._key_for(flow, 'transaction.boundary')}: expected "

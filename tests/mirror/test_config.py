@@ -163,7 +163,11 @@ BAD = [
      "emit.checkpoints.interval.seconds: expected an integer, got 'soon'"),
     ("clusters = A, B\nA.bootstrap.servers = h:1\nB.bootstrap.servers = h:2\n"
      "A->B.enabled = true\nexactly.once.support = always\n",
-     "exactly.once.support: expected one of enabled, requested, disabled, got 'always'"),
+     "exactly.once.support: expected one of enabled, required, requested, disabled, got "
+     "'always'"),
+    ("clusters = A, B\nA.bootstrap.servers = h:1\nB.bootstrap.servers = h:2\n"
+     "A->B.enabled = true\nB.exactly.once.source.support = yes\n",
+     "B.exactly.once.source.support: expected one of enabled, preparing, disabled, got 'yes'"),
     ("clusters = A, B\nA.bootstrap.servers = h:1\nB.bootstrap.servers = h:2\n"
      "A->B.enabled = true\nreplication.policy.class = com.example.MyPolicy\n",
      "replication.policy.class: unknown class 'com.example.MyPolicy'"),
@@ -212,3 +216,22 @@ def test_samsa_mirror_unreachable_cluster_is_one_line(tmp_path):
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
         f"samsa: cluster A: cannot connect to any bootstrap server: 127.0.0.1:{port}"), lines
+
+
+def test_exactly_once_keys():
+    base = ("clusters = us-west, us-east\nus-west.bootstrap.servers = h:1\n"
+            "us-east.bootstrap.servers = h:2\nus-west->us-east.enabled = true\n"
+            "us-east->us-west.enabled = true\n")
+    west_east = SourceAndTarget("us-west", "us-east")
+    east_west = SourceAndTarget("us-east", "us-west")
+    assert not parse(base).exactly_once(west_east)
+    # Kafka's docs (geo-replication, exactly once): per target cluster
+    config = parse(base + "us-east.exactly.once.source.support = enabled\n"
+                   "us-west.consumer.isolation.level = read_committed\n")
+    assert config.exactly_once(west_east) and not config.exactly_once(east_west)
+    assert config.client_config("us-west", "consumer")["isolation.level"] == "read_committed"
+    assert not parse(base + "exactly.once.source.support = preparing\n").exactly_once(west_east)
+    assert parse(base + "exactly.once.support = enabled\n").exactly_once(east_west)
+    assert parse(base + "us-east->us-west.exactly.once.support = required\n").exactly_once(
+        east_west)
+    assert not parse(base + "exactly.once.support = requested\n").exactly_once(east_west)

@@ -115,7 +115,7 @@ class SteadyProducer(threading.Thread):
 def test_sigkill_of_the_mirror(tmp_path, eos):
     """SIGKILLs land inside the mirror's work: exactly-once gives read_committed consumers
     every record once; at-least-once every record, perhaps twice."""
-    extra = {"exactly.once.support": "enabled",
+    extra = {"B.exactly.once.source.support": "enabled",  # Kafka's MM2 key (docs/ops.html)
              # long transactions: the kills land inside one
              "transaction.boundary": "interval",
              "transaction.boundary.interval.ms": "3000"} if eos else {
