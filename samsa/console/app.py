@@ -381,7 +381,7 @@ class Console:
         found = await self.call(self.view.read_messages, name, partition, start, value, read)
         scanned = len(found)
         if needle:
-            found = [m for m in found if matches(m, needle)][:limit]
+            found = [m for m in found if matches(m, needle, fmt, self.registry)][:limit]
         rows = [self.message_row(m, fmt) for m in found]
         query = {"partition": "" if partition is None else str(partition), "from": start,
                  "offset": params.get("offset", ""), "timestamp": params.get("timestamp", ""),
@@ -469,7 +469,7 @@ class Console:
         for m in found:
             after[m.partition] = max(after.get(m.partition, 0), m.offset + 1)
         if needle:
-            found = [m for m in found if matches(m, needle)]
+            found = [m for m in found if matches(m, needle, fmt, self.registry)]
         return JSONResponse({
             "messages": [self.message_row(m, fmt) for m in found],
             "after": ",".join(f"{p}:{o}" for p, o in sorted(after.items())),

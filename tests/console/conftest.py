@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import uvicorn
 from starlette.testclient import TestClient
+from waiting import wait_for
 
 from samsa.console.app import create_app
 from samsa.console.cluster_view import ClusterView
 from samsa.console.history import History
 from samsa.embedded import Broker
-from waiting import wait_for
 
 
 def free_port() -> int:

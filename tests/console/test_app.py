@@ -7,17 +7,18 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_for
 
 from samsa.console.app import create_app, read_login_file
 from samsa.console.cluster_view import ClusterView
 from samsa.console.model import TopicSummary
 from samsa.embedded import Broker
-from waiting import wait_for
 
 from .conftest import Console, make_console
 
@@ -39,7 +40,7 @@ def produce(broker: Broker, topic: str, messages: list[tuple[bytes | None, bytes
 
 def text(html: str) -> str:
     """The page's text, tags dropped and blanks collapsed (for asserting on sentences)."""
-    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
 
 
 def test_pages_render_real_data(console: Console) -> None:

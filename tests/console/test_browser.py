@@ -16,9 +16,9 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+from waiting import wait_for
 
 from samsa.embedded import Broker
-from waiting import wait_for
 
 from .conftest import free_port
 
