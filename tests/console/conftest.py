@@ -3,10 +3,17 @@ either in Starlette's TestClient or served by uvicorn on a free loopback port.""
 
 from __future__ import annotations
 
+import os
 import socket
+import ssl
+import subprocess
+import sys
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,3 +77,52 @@ class ServedConsole:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(30)
+
+
+class UiProcess:
+    """``samsa ui`` (the real command, a subprocess) on a free loopback port, its output in a
+    file. ``https``: an SSL context trusting the console's certificate (--certfile given)."""
+
+    def __init__(self, broker: Broker, log: Path, *extra: str,
+                 https: ssl.SSLContext | None = None) -> None:
+        self.port = free_port()
+        self.url = f"{'https' if https else 'http'}://127.0.0.1:{self.port}"
+        self.https = https
+        args = [sys.executable, "-m", "samsa.cli", "ui", "--bootstrap-server",
+                broker.bootstrap_servers, "--port", str(self.port), *extra]
+        if broker.metrics_url:
+            args += ["--metrics-url", broker.metrics_url]
+        self.log = log
+        self.output = log.open("w")
+        self.process = subprocess.Popen(args, stdout=self.output, stderr=subprocess.STDOUT,
+                                        env=os.environ.copy())
+
+    def get(self, path: str) -> tuple[int, str]:
+        """(status, body) of a GET, redirects followed."""
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=30, context=self.https) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def wait_ready(self) -> None:
+        wait_for(lambda: f"samsa ui: {self.url}/" in self.log.read_text()
+                 or self.process.poll() is not None, 60, "samsa ui's address line")
+        assert self.process.poll() is None, self.log.read_text()
+
+        def answers() -> bool:
+            try:
+                return self.get("/static/console.css")[0] == 200
+            except OSError:
+                return False
+
+        wait_for(answers, 60, "the console to answer", details=self.log.read_text)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(30)
+        self.output.close()

@@ -3,9 +3,13 @@ a real broker (the ``console`` fixture). Status codes, error pages, confirmation
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import re
+import ssl
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
@@ -20,7 +24,7 @@ from samsa.console.cluster_view import ClusterView
 from samsa.console.model import TopicSummary
 from samsa.embedded import Broker
 
-from .conftest import Console, make_console
+from .conftest import Console, UiProcess, make_console
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -362,3 +366,61 @@ def test_json_in_the_page_is_escaped(console: Console) -> None:
     assert "&lt;b&gt;bold&lt;/b&gt;" in page.text
     body = console.client.get("/api/topics/xss/tail").json()
     assert json.dumps(body)
+
+
+@pytest.mark.samsa_broker(security_protocol="SASL_SSL", users={"alice": "alice-secret"})
+def test_samsa_ui_over_https_against_a_sasl_ssl_cluster(samsa_broker: Broker,
+                                                        tmp_path: Path) -> None:
+    """``samsa ui`` with --command-config (SASL_SSL client settings), serving HTTPS with the
+    broker's throwaway CA's certificate, and a login."""
+    tls = samsa_broker.tls
+    assert tls is not None
+    config = samsa_broker.client_config()
+    properties = tmp_path / "client.properties"
+    properties.write_text("".join(f"{k}={v}\n" for k, v in config.items()
+                                  if k != "bootstrap.servers"))
+    create_topic_config = AdminClient(config)
+    create_topic_config.create_topics([NewTopic("secured", 1, 1)])["secured"].result(30)
+    users = tmp_path / "users"
+    users.write_text("ada:lovelace\n")
+    trust = ssl.create_default_context(cafile=str(tls.ca_file))
+    ui = UiProcess(samsa_broker, tmp_path / "ui.log", "--command-config", str(properties),
+                   "--certfile", str(tls.keystore_file), "--login-file", str(users),
+                   https=trust)
+    try:
+        ui.wait_ready()
+        status, body = ui.get("/topics")
+        assert status == 200 and "Log in" in body  # the login form, after the redirect
+        opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=trust),
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        data = urllib.parse.urlencode({"username": "ada", "password": "lovelace",
+                                       "next": "/topics"}).encode()
+        with opener.open(ui.url + "/login", data, timeout=30) as response:
+            page = response.read().decode()
+        assert "/topics/secured" in page
+        with opener.open(ui.url + "/", timeout=30) as response:
+            assert samsa_broker.bootstrap_servers in response.read().decode()
+    finally:
+        ui.stop()
+    assert "Traceback" not in ui.log.read_text(), ui.log.read_text()
+
+
+def test_samsa_ui_starts_before_the_broker_and_shows_the_error(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    class Nowhere:  # what UiProcess reads of a broker: nothing listens at this address
+        bootstrap_servers = f"127.0.0.1:{port}"
+        metrics_url = None
+
+    ui = UiProcess(Nowhere(), tmp_path / "ui.log")  # type: ignore[arg-type]
+    try:
+        ui.wait_ready()
+        status, body = ui.get("/topics")
+        assert status in (502, 503) and 'class="error"' in body
+    finally:
+        ui.stop()

@@ -5,10 +5,7 @@ the login form."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +17,7 @@ from waiting import wait_for
 
 from samsa.embedded import Broker
 
-from .conftest import free_port
+from .conftest import UiProcess
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -39,46 +36,6 @@ def browser() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
-
-
-class UiProcess:
-    """``samsa ui`` on a free loopback port, its output in a file."""
-
-    def __init__(self, broker: Broker, log: Path, *extra: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        args = [sys.executable, "-m", "samsa.cli", "ui", "--bootstrap-server",
-                broker.bootstrap_servers, "--port", str(self.port), *extra]
-        if broker.metrics_url:
-            args += ["--metrics-url", broker.metrics_url]
-        self.log = log
-        self.output = log.open("w")
-        self.process = subprocess.Popen(args, stdout=self.output, stderr=subprocess.STDOUT,
-                                        env=os.environ.copy())
-
-    def wait_ready(self) -> None:
-        wait_for(lambda: f"samsa ui: {self.url}/" in self.log.read_text()
-                 or self.process.poll() is not None, 60, "samsa ui's address line")
-        assert self.process.poll() is None, self.log.read_text()
-        import urllib.request
-
-        def answers() -> bool:
-            try:
-                with urllib.request.urlopen(f"{self.url}/static/console.css", timeout=5):
-                    return True
-            except OSError:
-                return False
-
-        wait_for(answers, 60, "the console to answer", details=self.log.read_text)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(30)
-        self.output.close()
 
 
 @pytest.fixture
