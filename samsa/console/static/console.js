@@ -37,7 +37,7 @@ function setupCharts() {
       data: { labels: [], datasets: [{ label: canvas.dataset.label, data: [], borderColor: "#2f6fde",
         backgroundColor: "rgba(47,111,222,.12)", fill: true, pointRadius: 0, tension: 0.2 }] },
       options: { animation: false, maintainAspectRatio: false, plugins: { legend: { display: false } },
-        scales: { y: { beginAtZero: true }, x: { ticks: { maxTicksLimit: 8 } } } },
+        scales: { y: { beginAtZero: true }, x: { ticks: { maxTicksLimit: 6, maxRotation: 0 } } } },
     });
     const url = "/api/series?name=" + encodeURIComponent(canvas.dataset.series);
     const refresh = async () => {
