@@ -22,7 +22,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -78,6 +78,8 @@ def error_status(exc: ConsoleError, action: bool) -> int:
         return 404
     if isinstance(exc, BadRequest):
         return 400
+    if isinstance(exc, CrossSite):
+        return 403
     message = str(exc)
     if _CONFLICT.search(message):
         return 409
@@ -483,6 +485,10 @@ class Console:
         nxt = _safe_next(request.query_params.get("next"))
         if request.method == "GET":
             return self.page(request, "login.html", title="Log in", next=nxt, failed=False)
+        try:
+            same_origin(request)
+        except CrossSite as exc:
+            return self.error(request, exc, True)
         form = await request.form()
         token = self.sessions.login(str(form.get("username", "")),
                                     str(form.get("password", "")))
@@ -708,6 +714,18 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
+class CrossSite(ConsoleError):
+    """A change asked for by a page of another site (HTTP 403)."""
+
+
+def same_origin(request: Request) -> None:
+    """Refuse a POST that a page of another site sent (its browser names that site in Origin):
+    without it, any web page could post a confirmed form to a console on localhost."""
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        raise CrossSite(f"refused: a change asked for by a page of {origin}")
+
+
 def _guard(console: Console, handler: Callable[[Request], Any], action: bool = False
            ) -> Callable[[Request], Any]:
     """A route handler whose ConsoleError becomes an error page (unexpected errors are left
@@ -715,6 +733,8 @@ def _guard(console: Console, handler: Callable[[Request], Any], action: bool = F
 
     async def endpoint(request: Request) -> Response:
         try:
+            if action:
+                same_origin(request)
             response: Response = await handler(request)
             return response
         except ConsoleError as exc:

@@ -424,3 +424,13 @@ def test_samsa_ui_starts_before_the_broker_and_shows_the_error(tmp_path: Path) -
         assert status in (502, 503) and 'class="error"' in body
     finally:
         ui.stop()
+
+
+def test_changes_from_another_site_are_refused(console: Console) -> None:
+    c = console.client
+    form = {"name": "csrf", "partitions": "1", "confirm": "yes"}
+    refused = c.post("/topics/create", data=form, headers={"origin": "http://evil.example"})
+    assert refused.status_code == 403 and "evil.example" in refused.text
+    assert "csrf" not in [t.name for t in console.view.topics()]
+    same = c.post("/topics/create", data=form, headers={"origin": "http://testserver"})
+    assert same.status_code == 303
