@@ -358,7 +358,7 @@ class ClusterView:
             try:
                 result[tp.partition] = self._wait(future).low_watermark
             except KafkaException as exc:
-                errors.append(f"partition {tp.partition}: {describe_error(exc)}")
+                errors.append(f"{describe_error(exc)} (partition {tp.partition})")
         if errors:
             raise ConsoleError("; ".join(errors))
         return result
