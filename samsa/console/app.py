@@ -340,7 +340,10 @@ class Console:
     async def topics(self, request: Request) -> Response:
         q = request.query_params.get("q", "").strip()
         internal = request.query_params.get("internal", "1") != "0"
-        topics = await self.call(self.view.topics, internal)
+        recent = self.history.recent_topics() if self.history is not None else None
+        topics = recent if recent is not None else await self.call(self.view.topics)
+        if not internal:
+            topics = [t for t in topics if not t.internal]
         if q:
             needle = q.lower()
             topics = [t for t in topics if needle in t.name.lower()]
@@ -729,7 +732,7 @@ def same_origin(request: Request) -> None:
 def _guard(console: Console, handler: Callable[[Request], Any], action: bool = False
            ) -> Callable[[Request], Any]:
     """A route handler whose ConsoleError becomes an error page (unexpected errors are left
-    to the app's 500 handler)."""
+    to the app's 500 handler). After an action the topics list is read anew."""
 
     async def endpoint(request: Request) -> Response:
         try:
@@ -739,6 +742,9 @@ def _guard(console: Console, handler: Callable[[Request], Any], action: bool = F
             return response
         except ConsoleError as exc:
             return console.error(request, exc, action)
+        finally:
+            if action and console.history is not None:
+                console.history.forget_topics()
 
     return endpoint
 

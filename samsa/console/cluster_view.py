@@ -303,9 +303,11 @@ class ClusterView:
                 continue
             infos = list(topic.partitions.values())
             messages_total: int | None = 0
+            end_total = 0
             size: int | None = 0 if sizes is not None else None
             for p in infos:
                 key = (name, p.id)
+                end_total += ends.get(key, 0)
                 if messages_total is not None:
                     if key in starts and key in ends:
                         messages_total += ends[key] - starts[key]
@@ -318,7 +320,7 @@ class ClusterView:
                 replication=max((len(p.replicas) for p in infos), default=0),
                 offline=sum(p.leader < 0 for p in infos),
                 under_replicated=sum(len(p.isrs) < len(p.replicas) for p in infos),
-                size_bytes=size, messages=messages_total))
+                size_bytes=size, messages=messages_total, end_offsets=end_total))
         return summaries
 
     @_console_errors
@@ -656,17 +658,6 @@ class ClusterView:
         listed = self._group_tool().list_groups()
         lags, _ = self._lags(self._committed_many([g.group_id for g in listed]))
         return {g: lag for g, lag in lags.items() if lag is not None}
-
-    @_console_errors
-    def topic_offsets(self) -> dict[str, int]:
-        metadata = self._metadata()
-        partitions = [(t, p) for t, topic in metadata.topics.items()
-                      for p, info in topic.partitions.items() if info.leader >= 0]
-        totals: dict[str, int] = {}
-        (ends,) = self._leader_offsets(metadata, partitions, (-1,))
-        for (topic, _), offset in ends.items():
-            totals[topic] = totals.get(topic, 0) + offset
-        return totals
 
     # --- transactions and ACLs -----------------------------------------------------------------
 

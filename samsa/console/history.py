@@ -1,5 +1,7 @@
 """What the console's charts draw: a sampler that reads the cluster every ``interval_s`` and
-keeps the last ``keep`` points of each series.
+keeps the last ``keep`` points of each series, and the last round's list of topics, which the
+topics page shows while it is fresh (a large cluster's list costs the broker hundreds of
+milliseconds to gather: the page is not made to wait for it).
 
 Series: ``messages_in`` (messages per second into the cluster, from the growth of the topics'
 high watermarks), ``topic:<name>`` (the same per topic), ``lag:<group>`` (a group's total
@@ -20,7 +22,7 @@ from collections import deque
 from prometheus_client.parser import text_string_to_metric_families
 
 from samsa.console.cluster_view import ClusterView
-from samsa.console.model import ConsoleError
+from samsa.console.model import ConsoleError, TopicSummary
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ class History:
         self.last_error: str | None = None  # of the last round, for the page
         self._series: dict[str, deque[tuple[float, float]]] = {}
         self._rates: dict[str, float] = {}
+        self._topics: tuple[float, list[TopicSummary]] | None = None  # (monotonic time, list)
         # the previous round's readings: (time, topic -> sum of high watermarks, counters)
         self._previous: tuple[float, dict[str, int], dict[str, float]] | None = None
         self._lock = threading.Lock()
@@ -73,9 +76,12 @@ class History:
         now = time.time()
         errors: list[str] = []
         offsets: dict[str, int] | None = None
+        topics: list[TopicSummary] | None = None
         lags: dict[str, int] = {}
         try:
-            offsets = self.view.topic_offsets()
+            topics = self.view.topics()
+            read_at = time.monotonic()
+            offsets = {t.name: t.end_offsets for t in topics if t.end_offsets is not None}
         except ConsoleError as exc:
             errors.append(str(exc))
         try:
@@ -88,6 +94,8 @@ class History:
                 self._append(f"lag:{group}", now, float(lag))
             if offsets is not None:
                 self._rates_from(now, offsets, counters)
+            if topics is not None:
+                self._topics = (read_at, topics)
             self.last_error = "; ".join(errors) or None
 
     def _rates_from(self, now: float, offsets: dict[str, int],
@@ -136,6 +144,22 @@ class History:
                     if sample.name in wanted and not sample.labels:
                         totals[wanted[sample.name]] += sample.value
         return totals
+
+    def recent_topics(self) -> list[TopicSummary] | None:
+        """The last round's topics if read within one and a half intervals and nothing was
+        changed through the console since; else None: read them now."""
+        with self._lock:
+            if self._topics is None:
+                return None
+            read_at, topics = self._topics
+        if time.monotonic() - read_at > 1.5 * self.interval:
+            return None
+        return topics
+
+    def forget_topics(self) -> None:
+        """A topic was created, deleted or changed here: the next page reads them anew."""
+        with self._lock:
+            self._topics = None
 
     def topic_rates(self) -> dict[str, float]:
         """Messages per second of each topic over the last two rounds."""

@@ -66,7 +66,7 @@ class Reader:
                         raise ConsoleError("REQUEST_TIMED_OUT: no messages read within "
                                            f"{self.timeout:g} s")
                     break
-                for msg in consumer.consume(BATCH, timeout=min(remaining, 0.5)):
+                for msg in _next(consumer, BATCH, min(remaining, 0.5)):
                     partition, offset = _int(msg.partition()), _int(msg.offset())
                     error = msg.error()
                     if error is not None:
@@ -108,9 +108,8 @@ class Reader:
                     break
                 if found and at_end >= set(positions):
                     break
-                batch = consumer.consume(min(BATCH, limit - len(found)),
-                                         timeout=max(0.01, min(deadline - now, 0.2)))
-                for msg in batch:
+                for msg in _next(consumer, min(BATCH, limit - len(found)),
+                                 max(0.01, min(deadline - now, 0.2))):
                     error = msg.error()
                     if error is not None:
                         if error.code() == KafkaError._PARTITION_EOF:
@@ -122,6 +121,16 @@ class Reader:
             return found
         finally:
             consumer.close()
+
+
+def _next(consumer: Consumer, most: int, wait_s: float) -> list[Any]:
+    """What is queued now (up to ``most``), else the first message within ``wait_s``:
+    ``consume`` with a timeout waits for a whole batch, which a short read never fills."""
+    batch = consumer.consume(most, timeout=0)
+    if batch:
+        return batch
+    msg = consumer.poll(wait_s)
+    return [] if msg is None else [msg]
 
 
 def to_message(msg: Any) -> Message:

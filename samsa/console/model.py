@@ -63,6 +63,7 @@ class TopicSummary:
     size_bytes: int | None
     messages: int | None
     rate: float | None = None  # messages per second, from the history (None: not sampled yet)
+    end_offsets: int | None = None  # the sum of its high watermarks (what its rate grows from)
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,28 @@ def test_rates_and_series(broker: Broker) -> None:
         view.close()
 
 
+def test_the_last_rounds_topics_serve_the_topics_page_while_fresh(broker: Broker) -> None:
+    view = ClusterView(broker.bootstrap_servers)
+    history = History(view, interval_s=60.0)
+    try:
+        assert history.recent_topics() is None  # no round yet: the page reads them itself
+        view.create_topic("kept", partitions=2)
+        produce(broker, "kept", 10)
+        history.sample()
+        recent = history.recent_topics()
+        assert recent is not None
+        (kept,) = [t for t in recent if t.name == "kept"]
+        assert (kept.partitions, kept.messages, kept.end_offsets) == (2, 10, 10)
+        history.forget_topics()  # a change through the console
+        assert history.recent_topics() is None
+        stale = History(view, interval_s=0.05)
+        stale.sample()
+        wait_for(lambda: stale.recent_topics() is None, WAIT_S, "the round to grow stale")
+    finally:
+        history.stop()
+        view.close()
+
+
 def test_the_background_thread_and_a_metrics_endpoint_that_is_down(broker: Broker) -> None:
     view = ClusterView(broker.bootstrap_servers)
     history = History(view, "http://127.0.0.1:9/metrics", interval_s=0.1, keep=3)
