@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import datetime as dt
 import logging
 import re
 import secrets
@@ -34,20 +33,28 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from samsa.console.cluster_view import ClusterView
+from samsa.console.display import (
+    header_text,
+    human_bytes,
+    human_count,
+    human_rate,
+    parse_int,
+    parse_lines,
+    parse_timestamp,
+    timestamp_text,
+)
 from samsa.console.formats import FORMATS, SchemaRegistry, matches, render
 from samsa.console.history import History
-from samsa.console.model import ConsoleError, Message, NotFound
+from samsa.console.login import SESSION_COOKIE, LoginRequired, Sessions
+from samsa.console.model import BadRequest, ConsoleError, Message, NotFound
 
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 T = TypeVar("T")
 
-#: the session cookie of a console started with a login file
-SESSION_COOKIE = "samsa_console_session"
 #: the most messages one page or one tail poll shows
 MAX_LIMIT = 1000
 #: how many messages a search (the filter of the messages page) reads at most
@@ -58,10 +65,6 @@ RESET_MODES = ("to-earliest", "to-latest", "to-offset", "shift-by", "to-datetime
 #: the series the overview charts
 OVERVIEW_SERIES = (("messages_in", "messages in / s"), ("bytes_in", "bytes in / s"),
                    ("bytes_out", "bytes out / s"))
-
-
-class BadRequest(ConsoleError):
-    """A form field or query parameter the page cannot use (HTTP 400)."""
 
 
 # Kafka's error names in a ConsoleError's message that say "not now, the state conflicts" (409)
@@ -87,169 +90,6 @@ def error_status(exc: ConsoleError, action: bool) -> int:
         return 503
     # a refused change is the request's fault (INVALID_CONFIG, ...); a failed read the cluster's
     return 400 if action else 502
-
-
-# ---------------------------------------------------------------------------------------------
-# Display helpers (Jinja filters)
-
-
-def human_bytes(value: int | float | None) -> str:
-    if value is None:
-        return "–"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"
-
-
-def human_rate(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:,.1f}/s"
-
-
-def human_count(value: int | None) -> str:
-    return "–" if value is None else f"{value:,}"
-
-
-def timestamp_text(ms: int | None) -> str:
-    if ms is None or ms < 0:
-        return "–"
-    moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}Z"
-
-
-def parse_timestamp(text: str) -> int:
-    """Milliseconds since the epoch, or an ISO-8601 date/time (UTC when no zone is given)."""
-    text = text.strip()
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise BadRequest(f"timestamp takes milliseconds since the epoch or an ISO date/time "
-                         f"(2026-01-31T12:00:00Z), got {text!r}") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return int(moment.timestamp() * 1000)
-
-
-def parse_int(value: str | None, name: str, *, default: int | None = None,
-              minimum: int | None = None) -> int | None:
-    if value is None or not value.strip():
-        return default
-    try:
-        number = int(value.strip())
-    except ValueError as exc:
-        raise BadRequest(f"{name} takes a whole number, got {value!r}") from exc
-    if minimum is not None and number < minimum:
-        raise BadRequest(f"{name} must be at least {minimum}, got {number}")
-    return number
-
-
-def parse_lines(text: str, name: str) -> list[tuple[str, str]]:
-    """``key=value`` lines (blank lines and ``#`` comments ignored) -> pairs."""
-    pairs = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise BadRequest(f"{name} takes key=value lines, got {line!r}")
-        pairs.append((key.strip(), value.strip()))
-    return pairs
-
-
-def header_text(value: bytes | None) -> str:
-    if value is None:
-        return "null"
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return value.hex(" ")
-
-
-# ---------------------------------------------------------------------------------------------
-# Login
-
-
-def read_login_file(path: Path) -> dict[str, str]:
-    """``user:password`` lines (blank lines and ``#`` comments ignored) -> user -> password."""
-    users: dict[str, str] = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        user, sep, password = line.partition(":")
-        if not sep or not user.strip() or not password:
-            raise ValueError(f"{path}:{number}: expected user:password")
-        users[user.strip()] = password
-    if not users:
-        raise ValueError(f"{path}: no user:password line")
-    return users
-
-
-class Sessions:
-    """Logged-in browsers: random tokens, kept in memory only (a restart logs everyone out)."""
-
-    def __init__(self, users: Mapping[str, str]) -> None:
-        self._users = dict(users)
-        self._tokens: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def login(self, user: str, password: str) -> str | None:
-        expected = self._users.get(user)
-        # compare even for an unknown user, so the time taken does not tell users apart
-        ok = secrets.compare_digest((expected or "\0").encode(), password.encode())
-        if expected is None or not ok:
-            return None
-        token = secrets.token_urlsafe(32)
-        with self._lock:
-            self._tokens[token] = user
-        return token
-
-    def user(self, token: str | None) -> str | None:
-        if not token:
-            return None
-        with self._lock:
-            return self._tokens.get(token)
-
-    def logout(self, token: str | None) -> None:
-        with self._lock:
-            self._tokens.pop(token or "", None)
-
-
-class LoginRequired:
-    """ASGI middleware: without a session, a page answers with a redirect to the login form
-    (an API call with 401); /login and /static stay open."""
-
-    OPEN = ("/login", "/static/")
-
-    def __init__(self, app: ASGIApp, sessions: Sessions) -> None:
-        self.app = app
-        self.sessions = sessions
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request = Request(scope)
-        path = request.url.path
-        user = self.sessions.user(request.cookies.get(SESSION_COOKIE))
-        scope.setdefault("state", {})["user"] = user
-        if user is not None or path == "/login" or path.startswith("/static/"):
-            await self.app(scope, receive, send)
-            return
-        response: Response
-        if path.startswith("/api/"):
-            response = JSONResponse({"error": "login required"}, status_code=401)
-        else:
-            target = path + (f"?{request.url.query}" if request.url.query else "")
-            response = RedirectResponse(f"/login?{urlencode({'next': target})}", 303)
-        await response(scope, receive, send)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,10 @@ class NotFound(ConsoleError):
     """The topic or group the address names does not exist (HTTP 404)."""
 
 
+class BadRequest(ConsoleError):
+    """A form field or query parameter the page cannot use (HTTP 400)."""
+
+
 @dataclass(frozen=True)
 class BrokerInfo:
     id: int

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import uvicorn
 
-from samsa.console.app import create_app, read_login_file
+from samsa.console.app import create_app
 from samsa.console.cluster_view import ClusterView
 from samsa.console.formats import SchemaRegistry
 from samsa.console.history import History
+from samsa.console.login import read_login_file
 from samsa.console.model import ConsoleError
 
 log = logging.getLogger(__name__)

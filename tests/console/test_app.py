@@ -19,8 +19,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import wait_for
 
-from samsa.console.app import create_app, read_login_file
+from samsa.console.app import create_app
 from samsa.console.cluster_view import ClusterView
+from samsa.console.login import read_login_file
 from samsa.console.model import TopicSummary
 from samsa.embedded import Broker
 
