@@ -329,13 +329,8 @@ class ClusterView:
                                              request_timeout=self.timeout)
         resource = ConfigResource(ClientResourceType.TOPIC, name)
         configs_future = self.admin.describe_configs([resource], request_timeout=self.timeout)
-        try:
-            described = self._wait(futures[name])
-        except KafkaException as exc:
-            if error_code(exc) == ErrorCode.unknown_topic_or_partition:
-                raise NotFound(f"UNKNOWN_TOPIC_OR_PARTITION: topic '{name}' does not exist"
-                               ) from exc
-            raise
+        missing = f"topic '{name}' does not exist"
+        described = self._not_found_as(lambda: self._wait(futures[name]), missing)
         keys = [(name, p.id) for p in described.partitions if p.leader is not None]
         earliest = self._offset_futures(keys, OffsetSpec.earliest())
         latest = self._offset_futures(keys, OffsetSpec.latest())
@@ -351,13 +346,7 @@ class ClusterView:
             partitions.append(PartitionInfo(
                 p.id, leader, [r.id for r in p.replicas], [r.id for r in p.isr],
                 starts.get((name, p.id)), ends.get((name, p.id)), size))
-        try:
-            entries = self._wait(configs_future[resource])
-        except KafkaException as exc:
-            if error_code(exc) == ErrorCode.unknown_topic_or_partition:
-                raise NotFound(f"UNKNOWN_TOPIC_OR_PARTITION: topic '{name}' does not exist"
-                               ) from exc
-            raise
+        entries = self._not_found_as(lambda: self._wait(configs_future[resource]), missing)
         configs = [ConfigEntry(e.name, e.value, source_name(e.source), bool(e.is_default),
                                bool(e.is_read_only), bool(e.is_sensitive))
                    for e in sorted(entries.values(), key=lambda e: e.name)]
