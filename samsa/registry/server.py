@@ -11,7 +11,10 @@ Its settings are Confluent Schema Registry's keys:
   listener's host, or the machine's name for a wildcard listener),
 - ``schema.registry.group.id`` (default ``schema-registry``),
 - ``leader.eligibility`` (default true; false: this instance never becomes the primary),
-- ``kafkastore.timeout.ms`` (default 30000: how long a write waits to be read back).
+- ``kafkastore.timeout.ms`` (default 30000: how long a write waits to be read back),
+- any other ``kafkastore.*`` key: a setting of the registry's Kafka clients, the prefix
+  removed (``kafkastore.security.protocol``, ``kafkastore.ssl.ca.location``,
+  ``kafkastore.sasl.mechanism``, ...).
 """
 
 from __future__ import annotations
@@ -91,6 +94,9 @@ class SchemaRegistry:
             self.timeout_s = int(props.get("kafkastore.timeout.ms", "30000")) / 1000
         except ValueError:
             raise RegistryConfigError("kafkastore.timeout.ms takes a number of ms") from None
+        self.client_extra = {
+            k.removeprefix("kafkastore."): v for k, v in props.items()
+            if k.startswith("kafkastore.") and k not in KNOWN_KEYS}
         self._socket: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -128,12 +134,12 @@ class SchemaRegistry:
         self.port = sock.getsockname()[1]
         try:
             self.store = KafkaStore(self.bootstrap, self.topic, f"schema-registry-{self.port}",
-                                    timeout_s=self.timeout_s)
+                                    self.client_extra, timeout_s=self.timeout_s)
             self.store.start()
             registry = Registry(self.store, self.default_level)
             if self.eligible:
                 self.election = PrimaryElection(self.bootstrap, self.topic, self.group_id,
-                                                self.url)
+                                                self.url, self.client_extra)
                 self.election.start()
                 if self.election.wait_for_primary(_START_TIMEOUT_S) is None:
                     log.warning("no primary schema registry elected within %.0f s",
