@@ -7,7 +7,8 @@ number, another name), FIELD_KIND_CHANGED (scalar, message, enum or map), FIELD_
 CHANGED outside one wire-compatible group (int32/uint32/int64/uint64/bool, sint32/sint64,
 fixed32/sfixed32, fixed64/sfixed64, string/bytes), FIELD_NAMED_TYPE_CHANGED, a change between
 repeated and singular, REQUIRED_FIELD_ADDED / REQUIRED_FIELD_REMOVED (proto2),
-ONEOF_FIELD_REMOVED, FIELD_MOVED_TO_EXISTING_ONEOF and MULTIPLE_FIELDS_MOVED_TO_ONEOF.
+ONEOF_FIELD_REMOVED (also a field moved out of its oneof), FIELD_MOVED_TO_EXISTING_ONEOF and
+MULTIPLE_FIELDS_MOVED_TO_ONEOF.
 Compatible: messages, enums, fields and enum constants added, optional fields removed, fields
 renamed (only numbers travel). Not covered: options, extensions, services, groups' contents,
 and types of imported files beyond their names (imports are resolved by name only).
@@ -174,6 +175,8 @@ def _message_differences(name: str, new: _Message, old: _Message) -> list[str]:
         if (before.label == "required") != (after.label == "required"):
             found.append(f"REQUIRED_FIELD_{'ADDED' if after.label == 'required' else 'REMOVED'}"
                          f": {where}")
+        if before.oneof is not None and after.oneof != before.oneof:
+            found.append(f"ONEOF_FIELD_REMOVED: {where}")  # moved out of its oneof
         if before.oneof is None and after.oneof is not None:
             if after.oneof in old.oneofs:
                 found.append(f"FIELD_MOVED_TO_EXISTING_ONEOF: {where}")
