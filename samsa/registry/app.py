@@ -135,7 +135,7 @@ class RegistryApp:
     async def _write(self, request: Request, operation: Callable[[], Any]) -> Response:
         """Run a write here when this instance is the primary, else forward it."""
         election = self.election
-        if election is not None and not election.is_primary:
+        if election is not None and election.eligible and not election.is_primary:
             # just started, or a rebalance under way: give the group a moment to settle
             await asyncio.to_thread(election.wait_for_primary, _ELECTION_WAIT_S)
         if election is not None and not election.is_primary:

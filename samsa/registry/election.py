@@ -30,13 +30,16 @@ _PRIMARY_CACHE_S = 2.0
 class PrimaryElection:
     def __init__(self, bootstrap: str, topic: str, group_id: str, url: str,
                  client_extra: dict[str, Any] | None = None,
-                 session_timeout_ms: int = 10000) -> None:
+                 session_timeout_ms: int = 10000, eligible: bool = True) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self.group_id = group_id
         self.url = url
         self._extra = client_extra or {}
         self._session_timeout_ms = session_timeout_ms
+        # an ineligible instance (leader.eligibility=false) never joins: it only looks the
+        # primary up
+        self.eligible = eligible
         self.is_primary = False
         # set each time this instance becomes primary: read the whole topic before writing
         self.needs_catch_up = threading.Event()
@@ -47,6 +50,10 @@ class PrimaryElection:
         self._cached: tuple[float, str | None] = (0.0, None)
 
     def start(self) -> None:
+        self._admin = AdminClient(client_config(self.bootstrap, f"{self.url}-election-admin",
+                                                self._extra))
+        if not self.eligible:
+            return
         self._consumer = Consumer(client_config(self.bootstrap, self.url, {
             "group.id": self.group_id,
             "enable.auto.commit": False,
@@ -56,8 +63,6 @@ class PrimaryElection:
         }))
         self._consumer.subscribe([self.topic], on_assign=self._assigned,
                                  on_revoke=self._revoked, on_lost=self._revoked)
-        self._admin = AdminClient(client_config(self.bootstrap, f"{self.url}-election-admin",
-                                                self._extra))
         self._thread = threading.Thread(target=self._run, name="schema-registry-election",
                                         daemon=True)
         self._thread.start()

@@ -137,13 +137,13 @@ class SchemaRegistry:
                                     self.client_extra, timeout_s=self.timeout_s)
             self.store.start()
             registry = Registry(self.store, self.default_level)
-            if self.eligible:
-                self.election = PrimaryElection(self.bootstrap, self.topic, self.group_id,
-                                                self.url, self.client_extra)
-                self.election.start()
-                if self.election.wait_for_primary(_START_TIMEOUT_S) is None:
-                    log.warning("no primary schema registry elected within %.0f s",
-                                _START_TIMEOUT_S)
+            self.election = PrimaryElection(self.bootstrap, self.topic, self.group_id,
+                                            self.url, self.client_extra,
+                                            eligible=self.eligible)
+            self.election.start()
+            if self.eligible and self.election.wait_for_primary(_START_TIMEOUT_S) is None:
+                log.warning("no primary schema registry elected within %.0f s",
+                            _START_TIMEOUT_S)
             app = RegistryApp(registry, self.election)
             self._serve(app)
         except BaseException:
