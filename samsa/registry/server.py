@@ -121,7 +121,9 @@ class SchemaRegistry:
     def start(self) -> None:
         """Bind the listener, read the schemas topic, join the election, serve."""
         family = socket.AF_INET6 if ":" in self.listen_host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say TCP, and
+        # without it each answer waits ~40 ms for the client's delayed ACK (Nagle)
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.listen_host, self.listen_port))

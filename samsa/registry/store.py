@@ -113,7 +113,10 @@ class KafkaStore:
         assert consumer is not None
         while not self._stop.is_set():
             try:
-                messages = consumer.consume(500, _POLL_S)
+                # poll() returns at the first record (consume() would wait out its timeout
+                # for a full batch); what else has arrived is taken without waiting
+                first = consumer.poll(_POLL_S)
+                messages = [] if first is None else [first, *consumer.consume(499, 0)]
             except KafkaException as exc:
                 log.warning("reading %s: %s", self.topic, exc)
                 continue
