@@ -144,9 +144,16 @@ class RegistryApp:
             if election is not None and election.needs_catch_up.is_set():
                 await asyncio.to_thread(self.registry.store.catch_up)
                 election.needs_catch_up.clear()
-            return _json(await asyncio.to_thread(operation))
+            return _json(await asyncio.to_thread(self._as_primary, operation))
         except RegistryError as exc:
             return _error(exc)
+
+    def _as_primary(self, operation: Callable[[], Any]) -> Any:
+        # the group may have moved the primary while this request waited for its thread
+        if self.election is not None and not self.election.is_primary:
+            raise RegistryError(errors.UNKNOWN_LEADER, "This instance is no longer the "
+                                "primary schema registry; retry the request")
+        return operation()
 
     async def _forward(self, request: Request) -> Response:
         assert self.election is not None

@@ -199,3 +199,22 @@ def test_references(http: Http) -> None:
     refused = http.delete("/subjects/address/versions/1")
     assert (refused.status, refused.error_code) == (422, 42206)
     assert http.delete("/subjects/address").error_code == 42206
+
+
+def test_json_schema_references(http: Http) -> None:
+    address = {"type": "object", "properties": {"street": {"type": "string"}}}
+    assert http.register("address", address, "JSON").status == 200
+    refs = [{"name": "address.json", "subject": "address", "version": 1}]
+    customer = {"type": "object", "properties": {"home": {"$ref": "address.json"}}}
+    first = http.register("customer", customer, "JSON", references=refs)
+    assert first.status == 200, first.body
+    assert http.get("/subjects/customer/versions/1").body["references"] == refs
+    # a referenced schema's narrowing is seen through the $ref: a street that must be short
+    narrowed = {"type": "object", "properties": {"street": {"type": "string",
+                                                            "maxLength": 3}}}
+    assert http.put("/config/address", {"compatibility": "NONE"}).status == 200
+    assert http.register("address", narrowed, "JSON").status == 200
+    refs2 = [{"name": "address.json", "subject": "address", "version": 2}]
+    refused = http.register("customer", customer, "JSON", references=refs2)
+    assert (refused.status, refused.error_code) == (409, 409)
+    assert "MAXLENGTH" in refused.body["message"]
