@@ -71,7 +71,8 @@ class RegistryApp:
             Route("/", r(lambda q: {}), methods=["GET"]),
             Route("/schemas/types", r(lambda q: list(SCHEMA_TYPES)), methods=["GET"]),
             Route("/schemas/ids/{id}", r(lambda q: registry.schema_by_id(
-                _schema_id(q), q.query_params.get("subject"))), methods=["GET"]),
+                _schema_id(q), q.query_params.get("subject"), q.query_params.get("format"))),
+                methods=["GET"]),
             Route("/schemas/ids/{id}/schema", self._raw_by_id, methods=["GET"]),
             Route("/schemas/ids/{id}/subjects", r(lambda q: registry.id_subjects(
                 _schema_id(q), _flag(q, "deleted"))), methods=["GET"]),
@@ -205,7 +206,8 @@ class RegistryApp:
         subject, version = request.path_params["subject"], request.path_params["version"]
         if request.method == "GET":
             try:
-                return _json(self.registry.version(subject, version, _flag(request, "deleted")))
+                return _json(self.registry.version(subject, version, _flag(request, "deleted"),
+                                                   request.query_params.get("format")))
             except RegistryError as exc:
                 return _error(exc)
         permanent = _flag(request, "permanent")

@@ -10,8 +10,11 @@ repeated and singular, REQUIRED_FIELD_ADDED / REQUIRED_FIELD_REMOVED (proto2),
 ONEOF_FIELD_REMOVED (also a field moved out of its oneof), FIELD_MOVED_TO_EXISTING_ONEOF and
 MULTIPLE_FIELDS_MOVED_TO_ONEOF.
 Compatible: messages, enums, fields and enum constants added, optional fields removed, fields
-renamed (only numbers travel). Not covered: options, extensions, services, groups' contents,
-and types of imported files beyond their names (imports are resolved by name only).
+renamed (only numbers travel). A schema given as a base64 FileDescriptorProto (what
+confluent-kafka's ProtobufSerializer registers) is kept as its .proto text, and answered in
+that form where ``format=serialized`` asks (``protobuf_descriptor``). Not covered: options,
+extensions, services, groups' contents, and types of imported files beyond their names
+(imports are resolved by name only).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from antlr4.error.ErrorListener import ErrorListener
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
+from samsa.registry import protobuf_descriptor
 from samsa.registry.parsed import ParsedSchema, ResolvedReference, SchemaInvalid
 
 SCHEMA_TYPE = "PROTOBUF"
@@ -66,6 +70,9 @@ class ProtobufSchema:
     schema_type = SCHEMA_TYPE
 
     def __init__(self, text: str, references: list[ResolvedReference]) -> None:
+        descriptor = protobuf_descriptor.decode(text.strip())
+        if descriptor is not None:  # a serialized FileDescriptorProto: kept as its .proto text
+            text = protobuf_descriptor.to_text(descriptor)
         try:
             parsed = Parser(setup_lexer=_raising, setup_parser=_raising).parse(text)
         except SchemaInvalid:
@@ -85,6 +92,11 @@ class ProtobufSchema:
             raise SchemaInvalid("an empty .proto file")
         self.imports = [e.name for e in parsed.file_elements if isinstance(e, ast.Import)]
         self._canonical = text.strip()
+        self.file = parsed
+
+    def serialized(self, name: str) -> str:
+        """The schema as a base64 FileDescriptorProto named ``name`` (``format=serialized``)."""
+        return protobuf_descriptor.encode(protobuf_descriptor.to_descriptor(self.file, name))
 
     @property
     def canonical(self) -> str:

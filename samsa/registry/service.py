@@ -16,6 +16,7 @@ from samsa.registry import errors, records
 from samsa.registry.compatibility import DEFAULT_LEVEL, LEVELS, incompatibilities, valid_level
 from samsa.registry.errors import RegistryError
 from samsa.registry.parsed import ParsedSchema, Reference, ResolvedReference, SchemaInvalid
+from samsa.registry.protobuf_schema import ProtobufSchema
 from samsa.registry.schema_types import DEFAULT_TYPE, parse_schema
 from samsa.registry.state import SchemaKey, SchemaVersion
 from samsa.registry.store import KafkaStore
@@ -116,16 +117,27 @@ class Registry:
                 return found
         raise errors.version_not_found(subject, version)
 
-    @staticmethod
-    def _answer(found: SchemaVersion) -> dict[str, Any]:
+    def _answer(self, found: SchemaVersion, fmt: str | None = None) -> dict[str, Any]:
         answer: dict[str, Any] = {"subject": found.subject, "version": found.version,
                                   "id": found.id}
-        if found.key.schema_type != DEFAULT_TYPE:
-            answer["schemaType"] = found.key.schema_type
-        if found.key.references:
-            answer["references"] = [r.to_json() for r in found.key.references]
-        answer["schema"] = found.key.schema
+        answer.update(self._schema_fields(found.key, fmt))
         return answer
+
+    def _schema_fields(self, key: SchemaKey, fmt: str | None) -> dict[str, Any]:
+        """schemaType (where not AVRO), references, and the schema, in ``fmt``: ``serialized``
+        gives a Protobuf schema as a base64 FileDescriptorProto (confluent-kafka's
+        ProtobufDeserializer asks for it); other formats are the stored text."""
+        fields: dict[str, Any] = {}
+        if key.schema_type != DEFAULT_TYPE:
+            fields["schemaType"] = key.schema_type
+        if key.references:
+            fields["references"] = [r.to_json() for r in key.references]
+        fields["schema"] = key.schema
+        if fmt == "serialized" and key.schema_type == "PROTOBUF":
+            parsed = self._parse(key)
+            assert isinstance(parsed, ProtobufSchema)
+            fields["schema"] = parsed.serialized("default.proto")
+        return fields
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -140,9 +152,10 @@ class Registry:
             raise errors.subject_not_found(subject)
         return [v.version for v in found]
 
-    def version(self, subject: str, version: str, deleted: bool = False) -> dict[str, Any]:
+    def version(self, subject: str, version: str, deleted: bool = False,
+                fmt: str | None = None) -> dict[str, Any]:
         with self.store.lock:
-            return self._answer(self._find_version(subject, version, deleted))
+            return self._answer(self._find_version(subject, version, deleted), fmt)
 
     def referenced_by(self, subject: str, version: str) -> list[int]:
         with self.store.lock:
@@ -155,19 +168,14 @@ class Registry:
                        for r in v.key.references
                        if r.subject == found.subject and r.version == found.version})
 
-    def schema_by_id(self, schema_id: int, subject: str | None = None) -> dict[str, Any]:
+    def schema_by_id(self, schema_id: int, subject: str | None = None,
+                     fmt: str | None = None) -> dict[str, Any]:
         with self.store.lock:
             key: SchemaKey | None = self.state.schemas.get(schema_id)
             if key is None or subject is not None and not any(
                     s == subject for s, _ in self.state.holders.get(schema_id, ())):
                 raise errors.schema_not_found(schema_id)
-        answer: dict[str, Any] = {}
-        if key.schema_type != DEFAULT_TYPE:
-            answer["schemaType"] = key.schema_type
-        if key.references:
-            answer["references"] = [r.to_json() for r in key.references]
-        answer["schema"] = key.schema
-        return answer
+            return self._schema_fields(key, fmt)
 
     def id_versions(self, schema_id: int, deleted: bool = False) -> list[dict[str, Any]]:
         with self.store.lock:

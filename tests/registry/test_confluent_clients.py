@@ -124,3 +124,48 @@ def test_client_admin_calls(registry: Any) -> None:
     with pytest.raises(SchemaRegistryError) as missing:
         client.get_latest_version("b-value")
     assert missing.value.error_code == 40401
+
+
+def _item_class() -> Any:
+    """A protobuf message class built at run time (as protoc's generated code would be)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="shop/item.proto", package="shop",
+                                              syntax="proto3")
+    kind = file.enum_type.add(name="Kind")
+    kind.value.add(name="KIND_UNKNOWN", number=0)
+    kind.value.add(name="BOOK", number=1)
+    item = file.message_type.add(name="Item")
+    item.field.add(name="name", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    item.field.add(name="count", number=2, type=field.TYPE_INT64, label=field.LABEL_OPTIONAL)
+    item.field.add(name="kind", number=3, type=field.TYPE_ENUM, type_name=".shop.Kind",
+                   label=field.LABEL_OPTIONAL)
+    item.field.add(name="tags", number=4, type=field.TYPE_STRING, label=field.LABEL_REPEATED)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Item"))
+
+
+def test_protobuf_serializer_round_trip(samsa_broker: Broker, registry: Any) -> None:
+    from confluent_kafka.schema_registry.protobuf import (
+        ProtobufDeserializer,
+        ProtobufSerializer,
+    )
+
+    item = _item_class()
+    client = SchemaRegistryClient({"url": registry.url})
+    context = SerializationContext("items", MessageField.VALUE)
+    serializer = ProtobufSerializer(item, client, {"use.deprecated.format": False})
+    items = [item(name="dune", count=2, kind=1, tags=["sf"]), item(name="emma", count=1)]
+    payloads = [serializer(i, context) for i in items]
+    registered = client.get_latest_version("items-value")
+    assert registered.schema.schema_type == "PROTOBUF"
+    # stored as .proto text, as Confluent's registry keeps it
+    assert "message Item {" in registered.schema.schema_str
+    assert "package shop;" in registered.schema.schema_str
+    reader = ProtobufDeserializer(item, {"use.deprecated.format": False},
+                                  schema_registry_client=SchemaRegistryClient(
+                                      {"url": registry.url}))
+    got = [reader(p, context) for p in _round_trip(samsa_broker, "items", payloads)]
+    assert got == items
