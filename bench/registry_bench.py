@@ -12,8 +12,9 @@ interpreter. Each client is a process of its own with one keep-alive HTTP/1.1 co
 * ``POST /subjects/{subject}`` (lookup): the schema of a random registered subject (what a
   serializer with ``auto.register.schemas=false`` asks);
 * ``POST /subjects/{subject}/versions`` (registration): every request a new schema (a record
-  with a new field, each client its own subject at compatibility NONE), so every request is
-  a write: checked, appended to ``_schemas`` with acks=all and read back before the answer.
+  of 5 fields under a new name, each client its own subject at compatibility NONE), so every
+  request is a write: parsed, appended to ``_schemas`` with acks=all and read back before the
+  answer.
 
 Each line: requests per second over all clients, and the median and 99th percentile latency
 of one request.
@@ -66,7 +67,7 @@ def _worker(args: tuple[str, int, str, int, int, float]) -> tuple[int, list[floa
             body = json.dumps({"schema": _schema(f"S{i}", 1)})
         else:
             method, path = "POST", f"/subjects/writer-{client}/versions"
-            body = json.dumps({"schema": _schema("W", n)})
+            body = json.dumps({"schema": _schema(f"W{n}", 5)})
         start = time.perf_counter()
         connection.request(method, path, body=body, headers=HEADERS)
         response = connection.getresponse()
