@@ -65,7 +65,10 @@ class KafkaStore:
         self._ends = Consumer(client_config(self.bootstrap, f"{self._client_id}-ends", {
             "group.id": f"schema-registry-ends-{uuid.uuid4()}", **self._extra}))
         self._producer = Producer(client_config(self.bootstrap, f"{self._client_id}-writer", {
-            "acks": "all", "linger.ms": 0, "enable.idempotence": True, **self._extra,
+            "acks": "all", "linger.ms": 0, "enable.idempotence": True,
+            # a write not acknowledged in time fails for good (it must not land later, after
+            # its request was answered with an error)
+            "message.timeout.ms": int(self.timeout_s * 1000), **self._extra,
         }))
         self._thread = threading.Thread(target=self._read, name="schema-registry-store",
                                         daemon=True)
@@ -177,7 +180,7 @@ class KafkaStore:
         for key, value in entries:
             producer.produce(self.topic, key=key, value=value, partition=0,
                              on_delivery=delivered)
-        left = producer.flush(self.timeout_s)
+        left = producer.flush(self.timeout_s + 5)  # message.timeout.ms reports first
         if failures or left:
             raise RegistryError(STORE_ERROR, f"cannot write to {self.topic}: "
                                 f"{failures[0] if failures else 'delivery timed out'}")

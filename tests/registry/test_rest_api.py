@@ -218,3 +218,11 @@ def test_json_schema_references(http: Http) -> None:
     refused = http.register("customer", customer, "JSON", references=refs2)
     assert (refused.status, refused.error_code) == (409, 409)
     assert "MAXLENGTH" in refused.body["message"]
+
+
+def test_invalid_subject(http: Http) -> None:
+    for subject in ("%20", "bad%01name"):
+        answer = http.register(subject, V1)
+        assert (answer.status, answer.error_code) == (422, 42208), subject
+        assert http.put(f"/config/{subject}", {"compatibility": "NONE"}).error_code == 42208
+    assert http.get("/subjects").body == []

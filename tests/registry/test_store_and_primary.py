@@ -153,3 +153,16 @@ def test_an_ineligible_instance_only_forwards(samsa_broker: Broker) -> None:
     finally:
         follower.stop()
         primary.stop()
+
+
+def test_without_the_broker_reads_go_on_and_writes_fail(samsa_broker: Broker) -> None:
+    registry = start_registry(samsa_broker, **{"kafkastore.timeout.ms": "2000"})
+    try:
+        http = Http(registry.url)
+        assert http.register("s", V1).body == {"id": 1}
+        samsa_broker.stop()
+        assert http.get("/subjects/s/versions/1").body["id"] == 1  # from memory
+        failed = http.register("s", V2)
+        assert (failed.status, failed.error_code) == (500, 50001), failed.body
+    finally:
+        registry.stop()
