@@ -169,3 +169,13 @@ def test_protobuf_serializer_round_trip(samsa_broker: Broker, registry: Any) -> 
                                       {"url": registry.url}))
     got = [reader(p, context) for p in _round_trip(samsa_broker, "items", payloads)]
     assert got == items
+
+
+@pytest.mark.samsa_broker(security_protocol="SASL_SSL", schema_registry=True)
+def test_the_embedded_registry_beside_a_sasl_ssl_broker(samsa_broker: Broker) -> None:
+    """The registry's clients get the broker's client settings (kafkastore.*: TLS, SCRAM)."""
+    client = SchemaRegistryClient({"url": samsa_broker.schema_registry_url})
+    schema_id = client.register_schema("secure-value", Schema(json.dumps(USER_V1), "AVRO"))
+    assert client.get_schema(schema_id).schema_type == "AVRO"
+    registry = samsa_broker.schema_registry
+    assert registry is not None and registry.client_extra["security.protocol"] == "SASL_SSL"
