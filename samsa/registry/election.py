@@ -74,7 +74,10 @@ class PrimaryElection:
             self.needs_catch_up.set()
         self.is_primary = primary
         self._cached = (0.0, None)
-        if partitions:  # membership only: the store reads the records, not this consumer
+        # membership only: the store reads the records, not this consumer (assigned here so
+        # that the pause applies to the assignment)
+        consumer.assign(partitions)
+        if partitions:
             consumer.pause(partitions)
 
     def _revoked(self, consumer: Consumer, partitions: list[Any]) -> None:
