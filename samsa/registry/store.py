@@ -90,6 +90,13 @@ class KafkaStore:
             self._producer = None
 
     def _ensure_topic(self) -> None:
+        try:
+            self._create_topic()
+        except KafkaException as exc:
+            raise RegistryError(STORE_ERROR, f"cannot reach the schemas topic {self.topic}: "
+                                f"{exc.args[0].str()}") from exc
+
+    def _create_topic(self) -> None:
         admin = AdminClient(client_config(self.bootstrap, f"{self._client_id}-admin",
                                           self._extra))
         metadata = admin.list_topics(timeout=self.timeout_s)

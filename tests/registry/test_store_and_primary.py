@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from waiting import wait_for
 
 from samsa.embedded import Broker
 from samsa.registry import SchemaRegistry
+from samsa.registry.errors import RegistryError
 
 from .helpers import Http, record, start_registry
 
@@ -166,3 +168,10 @@ def test_without_the_broker_reads_go_on_and_writes_fail(samsa_broker: Broker) ->
         assert (failed.status, failed.error_code) == (500, 50001), failed.body
     finally:
         registry.stop()
+
+
+def test_a_schemas_topic_of_two_partitions_is_refused(samsa_broker: Broker) -> None:
+    admin = AdminClient({"bootstrap.servers": samsa_broker.bootstrap_servers})
+    admin.create_topics([NewTopic("_schemas", 2, 1)])["_schemas"].result(30)
+    with pytest.raises(RegistryError, match="has 2 partitions; it must have one"):
+        start_registry(samsa_broker)
