@@ -124,3 +124,42 @@ def _listening(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def _primary_url(bootstrap: str) -> str | None:
+    """The member of the registries' group that holds _schemas' partition: its client.id is
+    its URL."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    group = admin.describe_consumer_groups(["schema-registry"])["schema-registry"].result(30)
+    for member in group.members:
+        assignment = member.assignment.topic_partitions if member.assignment else []
+        if any(p.topic == "_schemas" for p in assignment):
+            return str(member.client_id)
+    return None
+
+
+def test_a_killed_primary_is_replaced(samsa_broker: Broker) -> None:
+    """SIGKILL: no LeaveGroup; the group notices when the session times out (10 s)."""
+    urls = [f"http://127.0.0.1:{_free_port()}" for _ in range(2)]
+    processes = {url: _run(["--bootstrap-server", samsa_broker.bootstrap_servers,
+                            "--listeners", url]) for url in urls}
+    try:
+        for url in urls:
+            wait_for(lambda url=url: _listening(int(url.rsplit(":", 1)[1])), timeout=60,
+                     what=f"{url} listening")
+        primary = wait_for(lambda: _primary_url(samsa_broker.bootstrap_servers), timeout=60,
+                           what="a primary")
+        (secondary,) = [u for u in urls if u != primary]
+        assert Http(secondary).register("k", record("R", ("a", "int"))).body == {"id": 1}
+        processes[primary].kill()
+        processes[primary].wait(30)
+        wait_for(lambda: _primary_url(samsa_broker.bootstrap_servers) == secondary,
+                 timeout=60, what="the survivor elected")
+        answer = Http(secondary).register("k", record("R", ("a", "int"), ("b", "int", 0)))
+        assert answer.body == {"id": 2}
+        assert Http(secondary).get("/subjects/k/versions").body == [1, 2]
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.communicate(timeout=60)
