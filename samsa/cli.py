@@ -22,6 +22,7 @@ from samsa.pipeline_demo import demo_command
 from samsa.records.batch import Attr, BatchHeader, iter_headers
 from samsa.records.control import read_marker
 from samsa.records.record import decode_records
+from samsa.registry.cli import schema_registry
 from samsa.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from samsa.tools.acls import acls
 from samsa.tools.cluster import cluster
@@ -40,7 +41,7 @@ from samsa.tools.transactions import transactions
 COMMANDS: tuple[click.Command, ...] = (
     topics, configs, produce, consume, groups, transactions, reassign_partitions,
     leader_election, log_dirs, get_offsets, delete_records, producer_perf_test,
-    consumer_perf_test, acls, cluster,
+    consumer_perf_test, acls, cluster, schema_registry,
 )
 
 
