@@ -119,7 +119,14 @@ fuzz-merge: setup
 import-graph: $(STAMP)
 	$(BIN)/python tests/import_graph.py
 
+# The broker in the foreground, the web console (samsa ui, http://127.0.0.1:8080/) beside it in
+# the background; the trap stops the console when the broker stops (Ctrl-C).
+UI_PORT ?= 8080
+
 run: $(STAMP)
+	@trap 'kill $$ui 2>/dev/null; wait $$ui 2>/dev/null' EXIT INT TERM; \
+	$(BIN)/samsa ui --bootstrap-server 127.0.0.1:9092 --port $(UI_PORT) \
+		--metrics-url http://127.0.0.1:9404/metrics & ui=$$!; \
 	$(BIN)/samsa server --override log.dirs=data --override prometheus.listener=http://127.0.0.1:9404
 
 # The paper's pipeline on Spark: embedded broker, generate, load, audit, report (into ./demo).

@@ -246,12 +246,7 @@ class Broker:
         conn.sock.close()
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        interrupt(self.proc)
         self._data.cleanup()
 
 
@@ -274,12 +269,17 @@ class FloorServer:
                 time.sleep(0.05)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        interrupt(self.proc)
+
+
+def interrupt(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT, as Ctrl-C; killed if it has not ended within a minute."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 FLOOR = Path("asyncio-floor")  # the --floor peer's name among the trees

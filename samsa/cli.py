@@ -23,6 +23,7 @@ from samsa.pipeline_demo import demo_command
 from samsa.records.batch import Attr, BatchHeader, iter_headers
 from samsa.records.control import read_marker
 from samsa.records.record import decode_records
+from samsa.registry.cli import schema_registry
 from samsa.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from samsa.tools.acls import acls
 from samsa.tools.cluster import cluster
@@ -41,7 +42,7 @@ from samsa.tools.transactions import transactions
 COMMANDS: tuple[click.Command, ...] = (
     topics, configs, produce, consume, groups, transactions, reassign_partitions,
     leader_election, log_dirs, get_offsets, delete_records, producer_perf_test,
-    consumer_perf_test, acls, cluster, mirror,
+    consumer_perf_test, acls, cluster, schema_registry, mirror,
 )
 
 
@@ -89,6 +90,50 @@ async def _serve(props: dict[str, str]) -> None:
     await stop.wait()
     click.echo("samsa broker shutting down", err=True)
     await kafka.stop()
+
+
+@main.command("ui")
+@click.option("--bootstrap-server", "bootstrap_server", required=True, metavar="HOST:PORT",
+              help="The cluster to show: host:port, comma separated.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="The console's HTTP port.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address the console listens on.")
+@click.option("--command-config", "command_config",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="A properties file of client configs (SASL, TLS) for the cluster.")
+@click.option("--metrics-url", metavar="URL",
+              help="The broker's Prometheus endpoint (http://host:port/metrics).")
+@click.option("--schema-registry", metavar="URL", help="A schema registry, to decode Avro.")
+@click.option("--login-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="user:password lines: every page asks for a login.")
+@click.option("--certfile", type=click.Path(dir_okay=False, path_type=Path),
+              help="A PEM certificate (chain): serve HTTPS.")
+@click.option("--keyfile", type=click.Path(dir_okay=False, path_type=Path),
+              help="The PEM private key of --certfile.")
+def ui(bootstrap_server: str, port: int, host: str, command_config: Path | None,
+       metrics_url: str | None, schema_registry: str | None, login_file: Path | None,
+       certfile: Path | None, keyfile: Path | None) -> None:
+    """Serve the web console: samsa ui --bootstrap-server HOST:PORT [--port 8080]"""
+    from samsa.console.serve import ConsoleOptions, build_config, serve
+    from samsa.tools.common import parse_bootstrap, read_properties_file
+
+    parse_bootstrap(bootstrap_server)
+    options = ConsoleOptions(
+        bootstrap_servers=bootstrap_server, host=host, port=port,
+        client_config=read_properties_file(command_config, "--command-config") or None,
+        metrics_url=metrics_url, schema_registry=schema_registry, login_file=login_file,
+        certfile=certfile, keyfile=keyfile,
+    )
+    try:
+        config = build_config(options)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    logging.basicConfig(
+        level=logging.WARNING, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
+    )
+    click.echo(f"samsa ui: {options.url} (cluster {bootstrap_server})", err=True)
+    serve(config)
 
 
 @main.command("dump-log")

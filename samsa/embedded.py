@@ -30,6 +30,12 @@ well-formed token: development only). ``client_config(user=...)`` logs in as ano
     with samsa.Broker(security_protocol="SASL_SSL", users={"alice": "alice-secret"},
                       sasl_mechanism="SCRAM-SHA-256") as broker:
         producer = Producer(broker.client_config())
+
+``schema_registry=True`` starts a schema registry beside the broker (``samsa.registry``: its
+state in the broker's ``_schemas`` topic), on a free loopback port, stopped with the broker:
+
+    with samsa.Broker(schema_registry=True) as broker:
+        client = SchemaRegistryClient({"url": broker.schema_registry_url})
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from samsa.storage.log_cleaner import CleanerMetrics
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # samsa.security.ca (cryptography) is imported only for a TLS broker
+    from samsa.registry import SchemaRegistry  # and the registry only where one is started
     from samsa.security.ca import CertificateAuthority
 
 _START_TIMEOUT = 60
@@ -99,6 +106,7 @@ class Broker:
         security_protocol: str = "PLAINTEXT",
         users: Mapping[str, str] | None = None,
         sasl_mechanism: str = "SCRAM-SHA-256",
+        schema_registry: bool = False,
         **overrides: Any,
     ) -> None:
         if security_protocol not in SECURITY_PROTOCOLS:
@@ -156,6 +164,8 @@ class Broker:
         # every log directory failed: a broker process halts, an embedded one stops serving
         self.server.halt = self._halt
         self.halted: str | None = None
+        self._with_registry = schema_registry
+        self.schema_registry: SchemaRegistry | None = None
         self._stopping: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -182,6 +192,32 @@ class Broker:
         host = parse_http_listener(self.server.config.get("prometheus.listener"))
         assert host is not None
         return f"http://{host[0] or '127.0.0.1'}:{endpoint.port}/metrics"
+
+    @property
+    def schema_registry_url(self) -> str:
+        """The URL of the schema registry started with ``schema_registry=True``."""
+        if self.schema_registry is None:
+            raise ValueError("this broker has no schema registry: start it with "
+                             "schema_registry=True")
+        return self.schema_registry.url
+
+    def _registry(self) -> SchemaRegistry:
+        from samsa.registry import SchemaRegistry
+
+        settings = {f"kafkastore.{k}": v for k, v in self.client_config().items()}
+        settings["listeners"] = "http://127.0.0.1:0"
+        return SchemaRegistry(settings)
+
+    def _start_registry(self) -> None:
+        if self._with_registry:
+            registry = self._registry()
+            registry.start()
+            self.schema_registry = registry
+
+    def _stop_registry(self) -> None:
+        if self.schema_registry is not None:
+            self.schema_registry.stop()
+            self.schema_registry = None
 
     def bootstrap_for(self, listener: str) -> str:
         """host:port of one listener (by name: PLAINTEXT, SSL, INTERNAL, ...)."""
@@ -253,12 +289,14 @@ class Broker:
         await self.server.start()
         try:
             await self._create_users()
+            await asyncio.to_thread(self._start_registry)
         except BaseException:
             await self.server.stop()
             raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self._stop_registry)
         await self.server.stop()
         self._cleanup()
 
@@ -305,9 +343,15 @@ class Broker:
             raise TimeoutError("samsa broker did not start within 60 s")
         if failure:
             raise failure[0]
+        try:
+            self._start_registry()
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         """Graceful shutdown (flush, checkpoints, clean-shutdown marker)."""
+        self._stop_registry()
         if self._loop is not None and self._thread is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(_START_TIMEOUT)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,9 @@ def test_the_wheel_holds_the_package_alone(wheel: Path) -> None:
     tops = {n.split("/", 1)[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"samsa"}
     assert not [n for n in names if n.startswith(("tests/", "bench/")) or "/tests/" in n]
+    # the console's pages and scripts travel with it (package data)
+    assert {"samsa/console/templates/base.html", "samsa/console/static/chart.umd.min.js",
+            "samsa/console/static/console.js"} <= set(names)
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()
     assert "Name: samsa-broker\n" in text
@@ -78,6 +82,7 @@ def test_a_fresh_install_runs_a_broker(fresh_venv: Path, tmp_path: Path) -> None
             assert msg.error() is None and msg.value() == b"hello"
         finally:
             consumer.close()
+        _console_serves(fresh_venv, bootstrap, tmp_path)
         # the fresh environment has none of the test extra: the broker needs none of it
         listed = subprocess.run([str(fresh_venv / "bin" / "pip"), "list"], capture_output=True,
                                 text=True, check=True, timeout=120).stdout.lower()
@@ -86,3 +91,25 @@ def test_a_fresh_install_runs_a_broker(fresh_venv: Path, tmp_path: Path) -> None
         server.terminate()
         server.wait(30)
     assert "stopped cleanly" in log.read_text()
+
+
+def _console_serves(venv: Path, bootstrap: str, tmp_path: Path) -> None:
+    """``samsa ui`` of the installed package serves its pages, templates and scripts."""
+    port = free_port()
+    log = tmp_path / "ui.log"
+    with log.open("w") as out:
+        ui = subprocess.Popen([str(venv / "bin" / "samsa"), "ui", "--bootstrap-server", bootstrap,
+                               "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        def page(path: str) -> str | None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+                    return r.read().decode()
+            except OSError:
+                return None
+        topics = wait_for(lambda: page("/topics"), timeout=60, what="the installed console")
+        assert "/topics/installed" in topics, log.read_text()
+        assert "Chart" in (page("/static/chart.umd.min.js") or "")
+    finally:
+        ui.terminate()
+        ui.wait(30)

@@ -18,6 +18,10 @@ class NotFound(ConsoleError):
     """The topic or group the address names does not exist (HTTP 404)."""
 
 
+class BadRequest(ConsoleError):
+    """A form field or query parameter the page cannot use (HTTP 400)."""
+
+
 @dataclass(frozen=True)
 class BrokerInfo:
     id: int
@@ -63,6 +67,7 @@ class TopicSummary:
     size_bytes: int | None
     messages: int | None
     rate: float | None = None  # messages per second, from the history (None: not sampled yet)
+    end_offsets: int | None = None  # the sum of its high watermarks (what its rate grows from)
 
 
 @dataclass(frozen=True)

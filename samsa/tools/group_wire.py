@@ -24,6 +24,7 @@ class Listed:
     group_id: str
     type: str  # "classic" or "consumer"
     state: str  # Kafka's name: Stable, Empty, Assigning, ...
+    protocol_type: str = "consumer"  # "" for a group that only holds committed offsets
 
 
 @dataclass
@@ -60,7 +61,7 @@ def list_groups(pool: WirePool) -> list[Listed]:
             if kind not in ("classic", "consumer") or g.protocol_type not in ("consumer", ""):
                 continue
             found[g.group_id] = Listed(g.group_id, kind, getattr(g, "group_state", "") or
-                                       "Unknown")
+                                       "Unknown", g.protocol_type)
     return [found[g] for g in sorted(found)]
 
 

@@ -460,23 +460,37 @@ class ResetPlan:
         if options["topics"] and options["all_topics"]:
             raise click.UsageError("option --topic can't be used with --all-topics")
         scenario = given[0]
-        timestamp = None
-        if scenario == "to_datetime":
-            timestamp = parse_datetime(options["to_datetime"])
-        elif scenario == "by_duration":
-            duration = parse_duration(options["by_duration"])
-            timestamp = int(time.time() * 1000) - duration // dt.timedelta(milliseconds=1)
-        offset = options["to_offset"] if scenario == "to_offset" else options["shift_by"] or 0
-        return cls(
-            scenario=scenario,
-            topics=tuple(parse_topic_arg(t) for t in options["topics"]),
-            all_topics=options["all_topics"],
-            execute=options["execute"],
+        return cls.of(
+            scenario, options[scenario], tuple(parse_topic_arg(t) for t in options["topics"]),
+            all_topics=options["all_topics"], execute=options["execute"],
             warn_dry_run=not options["execute"] and not options["dry_run"],
-            offset=offset,
-            timestamp=timestamp,
-            checkpoint_alias=options["to_checkpoint"],
         )
+
+    @classmethod
+    def of(cls, scenario: str, value: object, topics: tuple[tuple[str, list[int] | None], ...],
+           *, all_topics: bool, execute: bool, warn_dry_run: bool = False) -> ResetPlan:
+        """A plan for one scenario (``to_offset``, ``shift_by``, ...), its value as the option
+        takes it (an int or its text for --to-offset / --shift-by, the text of --to-datetime
+        and --by-duration, nothing for the others); UsageError for a value it cannot take."""
+        if scenario not in SCENARIOS:
+            raise click.UsageError(f"unknown reset scenario {scenario!r}")
+        timestamp = None
+        offset = 0
+        if scenario in ("to_offset", "shift_by"):
+            try:
+                offset = int(value)  # type: ignore[call-overload]
+            except (TypeError, ValueError):
+                raise click.UsageError(
+                    f"{OPTION_NAMES[scenario]} takes an integer, got {value!r}") from None
+        elif scenario == "to_datetime":
+            timestamp = parse_datetime(str(value))
+        elif scenario == "by_duration":
+            duration = parse_duration(str(value))
+            timestamp = int(time.time() * 1000) - duration // dt.timedelta(milliseconds=1)
+        checkpoint_alias = str(value) if scenario == "to_checkpoint" else None
+        return cls(scenario=scenario, topics=topics, all_topics=all_topics, execute=execute,
+                   warn_dry_run=warn_dry_run, offset=offset, timestamp=timestamp,
+                   checkpoint_alias=checkpoint_alias)
 
 
 # --- talking to the cluster ----------------------------------------------------------------------
@@ -803,6 +817,19 @@ class GroupTool:
     def reset(self, group_ids: Sequence[str], plan: ResetPlan) -> None:
         if plan.warn_dry_run:
             self.notes.append(DRY_RUN_WARNING)
+        planned = self.reset_plan(group_ids, plan)
+        rows = [
+            (group_id, topic, partition, offset)
+            for group_id, offsets in sorted(planned.items())
+            for (topic, partition), offset in sorted(offsets.items())
+        ]
+        if rows:
+            widths = [_width(r[0] for r in rows), _width(r[1] for r in rows), 10]
+            print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows, widths)
+
+    def reset_plan(self, group_ids: Sequence[str], plan: ResetPlan) -> dict[str, dict[TP, int]]:
+        """Each group's new offsets (committed when ``plan.execute``); a ToolError, as Kafka
+        says it, for a group that has members."""
         described = self.describe_groups(group_ids)
         for group_id in group_ids:
             description = described[group_id]
@@ -818,14 +845,7 @@ class GroupTool:
         if plan.execute:
             for group_id, offsets in planned.items():
                 self._commit(group_id, offsets)
-        rows = [
-            (group_id, topic, partition, offset)
-            for group_id, offsets in sorted(planned.items())
-            for (topic, partition), offset in sorted(offsets.items())
-        ]
-        if rows:
-            widths = [_width(r[0] for r in rows), _width(r[1] for r in rows), 10]
-            print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows, widths)
+        return planned
 
     def _partitions_to_reset(
         self, plan: ResetPlan, committed: dict[TP, TopicPartition]
