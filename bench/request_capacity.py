@@ -34,7 +34,6 @@ import datetime
 import json
 import multiprocessing
 import os
-import signal
 import socket
 import struct
 import subprocess
@@ -61,7 +60,7 @@ from samsa.protocol.client import ClientCodec
 from samsa.records.record import RecordInput, encode_batch
 
 from proc_cpu import cpu_seconds
-from request_cost import Client
+from request_cost import Client, interrupt
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 TOPIC = "capacity"
@@ -270,16 +269,6 @@ class FloorServer:
 
     def stop(self) -> None:
         interrupt(self.proc)
-
-
-def interrupt(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT, as Ctrl-C; killed if it has not ended within a minute."""
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 FLOOR = Path("asyncio-floor")  # the --floor peer's name among the trees

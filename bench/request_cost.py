@@ -156,13 +156,18 @@ def measure(tree: Path, kind: str, requests: int, profile: Path | None,
             cpu = cpu_seconds(proc.pid) - before
             client.sock.close()
         finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            interrupt(proc)
     return cpu / requests * 1e6
+
+
+def interrupt(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT, as Ctrl-C; killed if it has not ended within a minute."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def calls_per_request(tree: Path, kind: str, requests: int, workdir: Path,
