@@ -129,7 +129,8 @@ run: $(STAMP)
 		--metrics-url http://127.0.0.1:9404/metrics & ui=$$!; \
 	$(BIN)/samsa server --override log.dirs=data --override prometheus.listener=http://127.0.0.1:9404
 
-# The paper's pipeline on Spark: embedded broker, generate, load, audit, report (into ./demo).
+# The paper's deployment on Spark: live1, live2 mirrored into offline with the schema registry,
+# frontends, loads, audit per source cluster, end-to-end latency (into ./demo; --single-cluster: one broker).
 demo: $(STAMP)
 	$(BIN)/samsa pipeline demo --workdir demo
 

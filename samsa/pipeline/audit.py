@@ -7,13 +7,18 @@ output) whose event time falls in that window. A window with fewer rows than cou
 data, one with more has duplicates; so does a table holding one ``(topic, partition, offset)``
 twice. Windows the frontends have not reported yet, or that were not loaded yet, show as
 mismatches too: audit after the load has caught up.
+
+In the deployment (live clusters mirrored into an offline one) the audit runs on the offline
+cluster once per source cluster: ``live1.monitoring`` holds live1's frontends' counts of
+``page_views``, which the warehouse holds as ``live1.page_views`` rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from samsa.pipeline.decode import MONITORING_COLUMNS, decode_monitoring
 from samsa.pipeline.events import DEFAULT_TOPICS, Topics
@@ -30,6 +35,7 @@ class WindowCheck:
     window_ms: int
     monitored: int
     loaded: int
+    cluster: str = ""  # the source cluster, in a deployment
 
     @property
     def status(self) -> str:
@@ -57,28 +63,59 @@ class AuditError(RuntimeError):
     """There is nothing to audit (no monitoring events, no table)."""
 
 
-def audit(
-    spark: SparkSession, bootstrap: str, table: Path, *, topics: Topics = DEFAULT_TOPICS
+def audit_deployment(
+    spark: SparkSession, bootstrap: str, table: Path, sources: Sequence[str], *,
+    topics: Topics = DEFAULT_TOPICS, schema_registry_url: str | None = None,
+    read_committed: bool = False,
 ) -> AuditResult:
+    """The audit of each source cluster mirrored into ``bootstrap``, together."""
+    writers = None
+    if schema_registry_url is not None:
+        from samsa.pipeline.schemas import registered_schemas
+
+        writers = registered_schemas(schema_registry_url)
+    results = [audit(spark, bootstrap, table, topics=topics, source=alias, writers=writers,
+                     read_committed=read_committed) for alias in sources]
+    return AuditResult([w for r in results for w in r.windows],
+                       sum(r.duplicates for r in results), sum(r.rows for r in results))
+
+
+def audit(
+    spark: SparkSession, bootstrap: str, table: Path, *, topics: Topics = DEFAULT_TOPICS,
+    source: str | None = None, writers: Mapping[int, Any] | None = None,
+    read_committed: bool = False,
+) -> AuditResult:
+    """``source``: audit that cluster's topics as mirrored into ``bootstrap`` (``<source>.``
+    before every name); ``writers``: the registered schemas by id."""
     from pyspark.sql import functions as F  # noqa: N812
+
+    prefix = "" if source is None else f"{source}."
+    monitoring_topic = prefix + topics.monitoring
+    activity = [prefix + t for t in topics.all_activity]
+
+    def decode(batches):  # type: ignore[no-untyped-def]
+        return decode_monitoring(batches, writers)
 
     monitoring = (
         spark.read.format("samsa")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("kafka.log_level", spark_log_level())
-        .option("subscribe", topics.monitoring)
+        .option("kafka.isolation.level",
+                "read_committed" if read_committed else "read_uncommitted")
+        .option("subscribe", monitoring_topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
         .load()
         .select("topic", "partition", "offset", "value")
-        .mapInArrow(decode_monitoring, MONITORING_COLUMNS)
-        .where(F.col("topic").isin(topics.all_activity))
+        .mapInArrow(decode, MONITORING_COLUMNS)
+        .withColumn("topic", F.concat(F.lit(prefix), F.col("topic")))
+        .where(F.col("topic").isin(activity))
         .groupBy("topic", "window_start", "window_ms")
         .agg(F.sum("count").alias("count"))
         .collect()
     )
     if not monitoring:
-        raise AuditError(f"no monitoring events in topic {topics.monitoring}: nothing to audit")
+        raise AuditError(f"no monitoring events in topic {monitoring_topic}: nothing to audit")
     expected = {(r.topic, r.window_start, r.window_ms): r["count"] for r in monitoring}
     sizes = {w for _, _, w in expected}
     if len(sizes) > 1:
@@ -87,7 +124,7 @@ def audit(
     (window_ms,) = sizes
     if not Path(table).exists():
         raise AuditError(f"no table at {table}: run `samsa pipeline load` first")
-    rows = spark.read.parquet(str(table)).where(F.col("topic").isin(topics.all_activity))
+    rows = spark.read.parquet(str(table)).where(F.col("topic").isin(activity))
     millis = F.unix_millis(F.col("event_time"))
     counted = (
         rows.groupBy("topic", (millis - F.pmod(millis, F.lit(window_ms))).alias("start"))
@@ -100,7 +137,8 @@ def audit(
         F.count_distinct("topic", "partition", "offset").alias("distinct"),
     ).first()
     windows = [
-        WindowCheck(topic, start, window_ms, expected.get(key, 0), loaded.get(key, 0))
+        WindowCheck(topic, start, window_ms, expected.get(key, 0), loaded.get(key, 0),
+                    source or "")
         for key in sorted(set(expected) | set(loaded))
         for topic, start, window_ms in [key]
     ]

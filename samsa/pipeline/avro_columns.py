@@ -12,10 +12,17 @@ returns None, and the caller decodes that batch message by message
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from samsa.errors import CorruptRecordError
-from samsa.pipeline.events import ACTIVITY_SCHEMA, ACTIVITY_SCHEMA_ID, AVRO_MAGIC, MAX_TIMESTAMP_MS
+from samsa.pipeline.events import (
+    ACTIVITY_SCHEMA,
+    ACTIVITY_SCHEMA_ID,
+    ACTIVITY_SCHEMA_V2,
+    AVRO_MAGIC,
+    MAX_TIMESTAMP_MS,
+)
 from samsa.spark.arrow_records import binary_array, zigzag_varints
 
 if TYPE_CHECKING:
@@ -28,10 +35,16 @@ _PAD = 16
 _FRAMING = 5
 
 
-def activity_columns(values: pa.Array) -> dict[str, pa.Array] | None:
+def activity_columns(
+    values: pa.Array, writers: Mapping[int, Any] | None = None
+) -> dict[str, pa.Array] | None:
     """The activity schema's fields (``timestamp`` as int64 milliseconds, strings as Arrow
     strings) of every message in ``values`` (binary), or None when any message is not one
-    this reads (see the module's docstring)."""
+    this reads (see the module's docstring).
+
+    ``writers``: the registered writer schemas by schema id; the messages of each id are decoded
+    together with that schema's fields, into the fields of ``ACTIVITY_SCHEMA_V2`` (a field the
+    writer lacks is null, as its default says). Without it, only ``ACTIVITY_SCHEMA_ID`` is read."""
     import numpy as np
     import pyarrow as pa
 
@@ -48,34 +61,29 @@ def activity_columns(values: pa.Array) -> dict[str, pa.Array] | None:
     if np.any(end - start < _FRAMING):
         return None
     framing = np.ndarray(buffer=data, dtype=">u4", shape=(len(data) - 3,), strides=(1,))
-    if np.any(data[start] != AVRO_MAGIC) or np.any(framing[start + 1] != ACTIVITY_SCHEMA_ID):
+    if np.any(data[start] != AVRO_MAGIC):
         return None
-    pos = start + _FRAMING
-    spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    try:
-        for field in ACTIVITY_SCHEMA["fields"]:
-            name, kind = field["name"], field["type"]
-            if kind == "long":
-                value, pos = zigzag_varints(data, pos)
-                spans[name] = (value, value)
-                continue
-            if kind == "string":
-                length, pos = zigzag_varints(data, pos)
-            else:  # ["null", "string"]: the branch, then the string when it is 1
-                branch, pos = zigzag_varints(data, pos)
-                if np.any((branch != 0) & (branch != 1)):
-                    return None
-                length = np.full(n, -1, np.int64)
-                has = np.flatnonzero(branch == 1)
-                length[has], pos[has] = zigzag_varints(data, pos[has])
-            if np.any(length < -1) or (kind == "string" and np.any(length < 0)):
+    ids = framing[start + 1].astype(np.int64)
+    if writers is None:
+        writers = {ACTIVITY_SCHEMA_ID: ACTIVITY_SCHEMA}
+        reader = [f["name"] for f in ACTIVITY_SCHEMA["fields"]]
+    else:
+        reader = [f["name"] for f in ACTIVITY_SCHEMA_V2["fields"]]
+    # every reader field as (position, length) per message, length -1 for null
+    spans = {name: (np.zeros(n, np.int64), np.full(n, -1, np.int64)) for name in reader}
+    for schema_id in np.unique(ids).tolist():
+        if schema_id not in writers:
+            return None
+        rows = np.flatnonzero(ids == schema_id)
+        found = _fields(data, start[rows] + _FRAMING, end[rows], writers[schema_id]["fields"])
+        if found is None or not set(found) <= set(spans):
+            return None
+        for name, (at, length) in found.items():
+            spans[name][0][rows] = at
+            spans[name][1][rows] = length
+        for name in set(reader) - set(found):  # the writer lacks it: its default must be null
+            if _default(name) is not _NULL:
                 return None
-            spans[name] = (pos.copy(), length)
-            pos = pos + np.maximum(length, 0)
-    except (IndexError, CorruptRecordError):
-        return None
-    if np.any(pos != end):
-        return None
     timestamps = spans.pop("timestamp")[0]
     if np.any(timestamps < 0) or np.any(timestamps > MAX_TIMESTAMP_MS):
         return None
@@ -87,3 +95,51 @@ def activity_columns(values: pa.Array) -> dict[str, pa.Array] | None:
             return None
     out["timestamp"] = pa.array(timestamps)
     return out
+
+
+_NULL = object()
+
+
+def _default(name: str) -> object:
+    for field in ACTIVITY_SCHEMA_V2["fields"]:
+        if field["name"] == name and field.get("default", "") is None:
+            return _NULL
+    return None
+
+
+def _fields(
+    data: np.ndarray, pos: np.ndarray, end: np.ndarray, fields: list[dict[str, Any]]
+) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    """Each field's (position, length) per message (a long: (value, value)), or None when a
+    message does not hold exactly these fields, or a field is of a type this does not read."""
+    import numpy as np
+
+    n = len(pos)
+    spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    try:
+        for field in fields:
+            name, kind = field["name"], field["type"]
+            if kind == "long":
+                value, pos = zigzag_varints(data, pos)
+                spans[name] = (value, value)
+                continue
+            if kind == "string":
+                length, pos = zigzag_varints(data, pos)
+            elif kind == ["null", "string"]:  # the branch, then the string when it is 1
+                branch, pos = zigzag_varints(data, pos)
+                if np.any((branch != 0) & (branch != 1)):
+                    return None
+                length = np.full(n, -1, np.int64)
+                has = np.flatnonzero(branch == 1)
+                length[has], pos[has] = zigzag_varints(data, pos[has])
+            else:
+                return None
+            if np.any(length < -1) or (kind == "string" and np.any(length < 0)):
+                return None
+            spans[name] = (pos.copy(), length)
+            pos = pos + np.maximum(length, 0)
+    except (IndexError, CorruptRecordError):
+        return None
+    if np.any(pos != end):
+        return None
+    return spans

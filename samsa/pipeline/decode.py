@@ -8,8 +8,8 @@ job never drops a row silently.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from samsa.pipeline.events import (
     ACTIVITY_SCHEMA_ID,
@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 #: the loaded table's columns; ``date`` and ``hour`` (UTC, of the event time) partition it
 EVENT_COLUMNS = (
     "topic string, partition int, offset long, event_type string, user_id string, page string, "
-    "query string, target string, server string, event_time timestamp, date string, hour int"
+    "query string, target string, server string, event_time timestamp, date string, hour int, "
+    "referrer string"
 )
 MONITORING_COLUMNS = (
     "server string, topic string, window_start long, window_ms long, count long, "
@@ -49,6 +50,7 @@ def _event_schema() -> pa.Schema:
             ("event_time", pa.timestamp("us", tz="UTC")),
             ("date", pa.string()),
             ("hour", pa.int32()),
+            ("referrer", pa.string()),  # version 2 of the activity schema on
         ]
     )
 
@@ -73,8 +75,13 @@ def _where(topic: str, partition: int, offset: int) -> str:
     return f"{topic}-{partition} at offset {offset}"
 
 
-def decode_events(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``topic, partition, offset, value`` batches -> :data:`EVENT_COLUMNS` batches."""
+def decode_events(
+    batches: Iterator[pa.RecordBatch], writers: Mapping[int, Any] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """``topic, partition, offset, value`` batches -> :data:`EVENT_COLUMNS` batches.
+
+    ``writers``: the registered writer schemas by schema id (``pipeline.schemas``); without it
+    the fixed ``events.SCHEMAS``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -86,9 +93,9 @@ def decode_events(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
         topics = batch.column("topic")
         partitions = batch.column("partition")
         offsets = batch.column("offset")
-        columns = activity_columns(batch.column("value"))
+        columns = activity_columns(batch.column("value"), writers)
         if columns is None:  # not all Avro activity events: one by one, to say which is not
-            columns = _decode_one_by_one(batch)
+            columns = _decode_one_by_one(batch, writers)
         event_time = columns["timestamp"].cast(pa.timestamp("ms", tz="UTC")).cast(
             pa.timestamp("us", tz="UTC"))
         arrays = [
@@ -99,24 +106,27 @@ def decode_events(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
             event_time,
             utc_dates(columns["timestamp"]),
             pc.hour(event_time).cast(pa.int32()),
+            columns.get("referrer", pa.nulls(batch.num_rows, pa.string())),
         ]
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _decode_one_by_one(batch: pa.RecordBatch) -> dict[str, pa.Array]:
+def _decode_one_by_one(
+    batch: pa.RecordBatch, writers: Mapping[int, Any] | None = None
+) -> dict[str, pa.Array]:
     import pyarrow as pa
 
-    fields = ("event_type", "user_id", "page", "query", "target", "server")
+    fields = ("event_type", "user_id", "page", "query", "target", "server", "referrer")
     decoded: dict[str, list[object]] = {name: [] for name in (*fields, "timestamp")}
     for i, value in enumerate(batch.column("value").to_pylist()):
         try:
-            event = decode(value, ACTIVITY_SCHEMA_ID)
+            event = decode(value, ACTIVITY_SCHEMA_ID, writers)
         except BadEventError as exc:
             where = _where(batch.column("topic")[i].as_py(), batch.column("partition")[i].as_py(),
                            batch.column("offset")[i].as_py())
             raise BadEventError(f"{where} is not an activity event: {exc}") from None
         for name, values in decoded.items():
-            values.append(event[name])
+            values.append(event.get(name))
     out = {name: pa.array(decoded[name], pa.string()) for name in fields}
     out["timestamp"] = pa.array(decoded["timestamp"], pa.int64())
     return out
@@ -143,7 +153,9 @@ def utc_dates(millis: pa.Array) -> pa.Array:
     return pa.array(labels, pa.string()).take(pa.array(index))
 
 
-def decode_monitoring(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def decode_monitoring(
+    batches: Iterator[pa.RecordBatch], writers: Mapping[int, Any] | None = None
+) -> Iterator[pa.RecordBatch]:
     """``topic, partition, offset, value`` batches -> :data:`MONITORING_COLUMNS` batches."""
     import pyarrow as pa
 
@@ -158,7 +170,7 @@ def decode_monitoring(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBa
             strict=True,
         ):
             try:
-                event = decode(value, MONITORING_SCHEMA_ID)
+                event = decode(value, MONITORING_SCHEMA_ID, writers)
             except BadEventError as exc:
                 raise BadEventError(
                     f"{_where(topic, partition, offset)} is not a monitoring event: {exc}"

@@ -2,8 +2,11 @@
 
 Avro messages use the Confluent wire format: a zero magic byte, the schema id as a 4-byte
 big-endian integer, then the Avro binary encoding (fastavro's schemaless writer). The schema ids
-are fixed in ``SCHEMAS`` (there is no schema registry server); a reader meeting an id it does
-not know fails with a message naming it. JSON messages are UTF-8 objects with the same field
+are fixed in ``SCHEMAS`` unless the frontends register their schemas in a schema registry
+(``samsa.pipeline.schemas``), in which case a reader is given the registered writer schemas by id
+(``registered``) and reads every message into the latest activity schema, ``ACTIVITY_SCHEMA_V2``
+(Avro's schema resolution: a field the writer lacks takes its default). A reader meeting an id it
+does not know fails with a message naming it. JSON messages are UTF-8 objects with the same field
 names. A reader tells the two apart by the first byte, so one topic may hold both.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +42,16 @@ ACTIVITY_SCHEMA: dict[str, Any] = {
     ],
 }
 
+#: the activity schema as it evolves mid-run in the deployment: a field added with a default,
+#: which the registry accepts as version 2 under BACKWARD compatibility
+ACTIVITY_SCHEMA_V2: dict[str, Any] = {
+    **ACTIVITY_SCHEMA,
+    "fields": [
+        *ACTIVITY_SCHEMA["fields"],
+        {"name": "referrer", "type": ["null", "string"], "default": None},
+    ],
+}
+
 #: one producer's count of the messages it published to one topic in one time window
 MONITORING_SCHEMA: dict[str, Any] = {
     "type": "record",
@@ -55,6 +69,11 @@ MONITORING_SCHEMA: dict[str, Any] = {
 SCHEMAS: dict[int, Any] = {
     ACTIVITY_SCHEMA_ID: parse_schema(ACTIVITY_SCHEMA),
     MONITORING_SCHEMA_ID: parse_schema(MONITORING_SCHEMA),
+}
+#: what a reader given registered writer schemas reads each kind of message into
+READERS: dict[int, Any] = {
+    ACTIVITY_SCHEMA_ID: parse_schema(ACTIVITY_SCHEMA_V2),
+    MONITORING_SCHEMA_ID: SCHEMAS[MONITORING_SCHEMA_ID],
 }
 
 #: 9999-12-31T23:59:59.999Z in milliseconds
@@ -90,8 +109,9 @@ class Topics:
 DEFAULT_TOPICS = Topics()
 
 
-def encode(event: dict[str, Any], schema_id: int, fmt: str) -> bytes:
-    """One event as a message value in ``fmt`` ("avro" or "json")."""
+def encode(event: dict[str, Any], schema_id: int, fmt: str, schema: Any = None) -> bytes:
+    """One event as a message value in ``fmt`` ("avro" or "json"); ``schema`` (parsed) is the
+    writer schema registered as ``schema_id``, one of ``SCHEMAS`` by default."""
     if fmt == "json":
         return json.dumps(event, separators=(",", ":")).encode()
     if fmt != "avro":
@@ -100,18 +120,25 @@ def encode(event: dict[str, Any], schema_id: int, fmt: str) -> bytes:
 
     out = io.BytesIO()
     out.write(_HEADER.pack(AVRO_MAGIC, schema_id))
-    schemaless_writer(out, SCHEMAS[schema_id], event)
+    schemaless_writer(out, SCHEMAS[schema_id] if schema is None else schema, event)
     return out.getvalue()
 
 
-def decode(value: bytes | None, schema_id: int) -> dict[str, Any]:
-    """A message value (Avro with a schema id, or JSON) as a dict of ``schema_id``'s fields."""
+def decode(
+    value: bytes | None, schema_id: int, registered: Mapping[int, Any] | None = None
+) -> dict[str, Any]:
+    """A message value (Avro with a schema id, or JSON) as a dict of ``schema_id``'s fields.
+
+    With ``registered`` (writer schemas by registry id), an Avro message may carry any of those
+    ids and is read into ``READERS[schema_id]``; ``schema_id`` only names the kind of event."""
     if not value:
         raise BadEventError("empty message value")
     if value[0] == AVRO_MAGIC:
         if len(value) < _HEADER.size:
             raise BadEventError(f"Avro message of {len(value)} bytes has no schema id")
         _, found = _HEADER.unpack_from(value)
+        if registered is not None:
+            return _decode_registered(value, found, schema_id, registered)
         if found not in SCHEMAS:
             raise BadEventError(f"unknown Avro schema id {found}")
         if found != schema_id:
@@ -141,6 +168,24 @@ def decode(value: bytes | None, schema_id: int) -> dict[str, Any]:
             event[name] = field["default"]
         elif not _matches(event[name], field["type"]):
             raise BadEventError(f"JSON event field {name!r} is not of Avro type {field['type']}")
+    return _checked(event, schema_id)
+
+
+def _decode_registered(
+    value: bytes, found: int, schema_id: int, registered: Mapping[int, Any]
+) -> dict[str, Any]:
+    import io
+
+    if found not in registered:
+        raise BadEventError(f"schema id {found} is not registered")
+    body = io.BytesIO(value)
+    body.seek(_HEADER.size)
+    try:
+        event = schemaless_reader(body, registered[found], READERS[schema_id])
+    except Exception as exc:  # a body or a writer schema the reader cannot resolve
+        raise BadEventError(f"undecodable Avro body (schema id {found}): {exc}") from exc
+    if body.tell() != len(value):
+        raise BadEventError(f"{len(value) - body.tell()} bytes after the Avro body")
     return _checked(event, schema_id)
 
 

@@ -10,6 +10,11 @@ producers do; the audit reconciles them with what the load job stored.
 Time is simulated: ``events`` timestamps spread evenly over ``[start, start + span)`` in order,
 so a run of any size fills a chosen number of hours. With ``realtime`` the events are stamped
 with the wall clock instead and sent at ``rate`` per second (a live feed for ``stream``).
+
+With ``schema_registry_url`` the frontends register their schemas there (``pipeline.schemas``)
+and write the registered ids; with ``evolve_at`` too, the activity schema evolves after that
+share of the events: version 2 (a ``referrer`` field with a default) is registered and written
+from then on.
 """
 
 from __future__ import annotations
@@ -25,10 +30,14 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.pipeline.events import (
+    ACTIVITY_SCHEMA,
     ACTIVITY_SCHEMA_ID,
+    ACTIVITY_SCHEMA_V2,
     DEFAULT_TOPICS,
     EVENT_TYPES,
+    MONITORING_SCHEMA,
     MONITORING_SCHEMA_ID,
+    SCHEMAS,
     Topics,
     encode,
 )
@@ -75,6 +84,37 @@ class GenerateResult:
     monitoring_events: int = 0
     windows: int = 0
     per_topic: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: events written with each schema id
+    per_schema: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+
+
+@dataclass
+class Writers:
+    """The schema ids the frontends write, with their parsed schemas."""
+
+    activity: tuple[int, Any] = (ACTIVITY_SCHEMA_ID, SCHEMAS[ACTIVITY_SCHEMA_ID])
+    monitoring: tuple[int, Any] = (MONITORING_SCHEMA_ID, SCHEMAS[MONITORING_SCHEMA_ID])
+    evolved: bool = False
+
+    @classmethod
+    def registered(cls, url: str) -> Writers:
+        from fastavro import parse_schema
+
+        from samsa.pipeline.schemas import ACTIVITY_SUBJECT, MONITORING_SUBJECT, register
+
+        activity = register(url, ACTIVITY_SUBJECT, ACTIVITY_SCHEMA, "BACKWARD")
+        monitoring = register(url, MONITORING_SUBJECT, MONITORING_SCHEMA, "BACKWARD")
+        return cls((activity, parse_schema(ACTIVITY_SCHEMA)),
+                   (monitoring, parse_schema(MONITORING_SCHEMA)))
+
+    def evolve(self, url: str) -> None:
+        from fastavro import parse_schema
+
+        from samsa.pipeline.schemas import ACTIVITY_SUBJECT, register
+
+        self.activity = (register(url, ACTIVITY_SUBJECT, ACTIVITY_SCHEMA_V2),
+                         parse_schema(ACTIVITY_SCHEMA_V2))
+        self.evolved = True
 
 
 def ensure_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
@@ -108,13 +148,19 @@ def generate(
     topics: Topics = DEFAULT_TOPICS,
     partitions: int = 3,
     progress: Callable[[int, int], None] | None = None,
+    schema_registry_url: str | None = None,
+    evolve_at: float | None = None,
 ) -> GenerateResult:
     """Publish ``events`` activity events and the monitoring events that count them."""
     if events < 0 or frontends < 1 or users < 1 or window_ms < 1 or span_ms < 1:
         raise ValueError("events >= 0, frontends >= 1, users >= 1, window and span > 0")
     if realtime and rate <= 0:
         raise ValueError("rate must be > 0")
+    if evolve_at is not None and schema_registry_url is None:
+        raise ValueError("the schema evolves only in a schema registry")
     ensure_topics(bootstrap, [*topics.all_activity, topics.monitoring], partitions)
+    writers = Writers() if schema_registry_url is None else Writers.registered(schema_registry_url)
+    evolve_after = None if evolve_at is None else int(events * evolve_at)
     rng = random.Random(seed)
     fleet = [
         Frontend(
@@ -146,8 +192,10 @@ def generate(
         else:
             ts = start_ms + (n * span_ms) // max(events, 1)
         window = ts - ts % window_ms
+        if n == evolve_after and schema_registry_url is not None:
+            writers.evolve(schema_registry_url)
         if open_window is not None and window != open_window:
-            result.monitoring_events += _close_windows(fleet, topics, fmt, window_ms)
+            result.monitoring_events += _close_windows(fleet, topics, fmt, window_ms, writers)
             result.windows += 1
         open_window = window
         event_type = rng.choices(EVENT_TYPES, EVENT_WEIGHTS)[0]
@@ -162,21 +210,25 @@ def generate(
             "server": frontend.name,
             "timestamp": ts,
         }
+        if writers.evolved:
+            event["referrer"] = rng.choice(PAGES) if rng.random() < 0.5 else None
+        schema_id, schema = writers.activity
         topic = topics.activity(event_type)
         _produce(
             frontend,
             topic,
             user.encode(),
-            encode(event, ACTIVITY_SCHEMA_ID, fmt),
+            encode(event, schema_id, fmt, schema),
             ts,
             frontend.on_delivery(topic, window),
         )
         result.events += 1
         result.per_topic[topic] += 1
+        result.per_schema[schema_id] += 1
         if progress is not None and (n + 1) % max(events // 10, 1) == 0 and n + 1 < events:
             progress(n + 1, events)
     if open_window is not None:
-        result.monitoring_events += _close_windows(fleet, topics, fmt, window_ms)
+        result.monitoring_events += _close_windows(fleet, topics, fmt, window_ms, writers)
         result.windows += 1
     if progress is not None:
         progress(events, events)
@@ -205,7 +257,8 @@ def _produce(
             frontend.producer.poll(0.1)
 
 
-def _close_windows(fleet: list[Frontend], topics: Topics, fmt: str, window_ms: int) -> int:
+def _close_windows(fleet: list[Frontend], topics: Topics, fmt: str, window_ms: int,
+                   writers: Writers) -> int:
     """Wait for every delivery, then publish each frontend's counts of the windows so far."""
     sent = 0
     for frontend in fleet:
@@ -222,7 +275,7 @@ def _close_windows(fleet: list[Frontend], topics: Topics, fmt: str, window_ms: i
                 frontend,
                 topics.monitoring,
                 frontend.name.encode(),
-                encode(event, MONITORING_SCHEMA_ID, fmt),
+                encode(event, writers.monitoring[0], fmt, writers.monitoring[1]),
                 int(time.time() * 1000),
                 _fail_on_error(frontend),
             )

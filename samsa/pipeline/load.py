@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,6 +84,13 @@ def watermarks(bootstrap: str, topics: list[str]) -> tuple[Offsets, Offsets]:
         consumer.close()
 
 
+def activity_topics(topics: Topics, sources: Sequence[str] = ()) -> list[str]:
+    """The activity topics, or their remote names in a cluster that mirrors ``sources``."""
+    if not sources:
+        return topics.all_activity
+    return [f"{alias}.{topic}" for alias in sources for topic in topics.all_activity]
+
+
 def load(
     spark: SparkSession,
     bootstrap: str,
@@ -90,13 +98,28 @@ def load(
     *,
     topics: Topics = DEFAULT_TOPICS,
     fail_on_data_loss: bool = True,
+    sources: Sequence[str] = (),
+    schema_registry_url: str | None = None,
+    read_committed: bool = False,
 ) -> LoadResult:
-    """Load what arrived since the last load into the table at ``table_path``."""
+    """Load what arrived since the last load into the table at ``table_path``.
+
+    ``sources``: the aliases of the clusters mirrored into this one; the load reads their
+    remote topics (``live1.page_views``, MM2's DefaultReplicationPolicy) instead of the local
+    ones. ``schema_registry_url``: the writer schemas are resolved there, once per schema id on
+    this driver, and go to the tasks with the job. ``read_committed``: read only committed
+    transactions (a mirror with exactly.once.support)."""
     began = time.monotonic()
+    names = activity_topics(topics, sources)
+    writers = None
+    if schema_registry_url is not None:
+        from samsa.pipeline.schemas import registered_schemas
+
+        writers = registered_schemas(schema_registry_url)
     table = Table(table_path)
     with table.locked():
         base = table.current()
-        lows, highs = watermarks(bootstrap, topics.all_activity)
+        lows, highs = watermarks(bootstrap, names)
         start: Offsets = {
             t: {p: base.offsets.get(t, {}).get(p, lows[t][p]) for p in parts}
             for t, parts in highs.items()
@@ -114,13 +137,14 @@ def load(
             "startingOffsets": json.dumps(start),
             "endingOffsets": json.dumps(highs),
             "failOnDataLoss": str(fail_on_data_loss).lower(),
+            "kafka.isolation.level": "read_committed" if read_committed else "read_uncommitted",
         }, kafka_schema())
         ranges = reader.partitions()
 
         def read_and_decode(batches):  # type: ignore[no-untyped-def]
             for batch in batches:
                 for index in batch.column("id").to_pylist():
-                    for events in decode_events(reader.read(ranges[index])):
+                    for events in decode_events(reader.read(ranges[index]), writers):
                         counter.add(events.num_rows)
                         yield events
 
