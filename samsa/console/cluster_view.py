@@ -71,7 +71,7 @@ from samsa.console.model import (
 from samsa.errors import ErrorCode, kafka_name
 from samsa.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
 from samsa.tools.admin import source_name
-from samsa.tools.common import client_config, describe_error
+from samsa.tools.common import check_reachable, client_config, describe_error
 from samsa.tools.groups import SCENARIOS, GroupTool, ResetPlan, error_code, state_name
 from samsa.tools.transactions import (
     DESCRIBE_TRANSACTIONS,
@@ -87,6 +87,8 @@ R = TypeVar("R")
 TP = tuple[str, int]
 
 CLIENT_ID = "samsa-console"
+# How long a successful connection to a bootstrap address spares the next calls their probe.
+PROBE_TRUST_S = 5.0
 LIST_OFFSETS, DESCRIBE_LOG_DIRS, DESCRIBE_ACLS = 2, 35, 29
 # Kafka's internal topics (the admin client's metadata does not flag them).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -98,6 +100,9 @@ def _console_errors(method: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(method)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
+            view = args[0]
+            assert isinstance(view, ClusterView)
+            view.probe()
             return method(*args, **kwargs)
         except ConsoleError:
             raise
@@ -126,6 +131,7 @@ class ClusterView:
                                f"{_text(exc)}") from exc
         self._producer: Producer | None = None
         self._lock = threading.Lock()
+        self._reached_at = -PROBE_TRUST_S  # when a bootstrap address last took a connection
         try:
             self.security: WireSecurity | None = WireSecurity.from_properties(
                 self.extra, "samsa ui")
@@ -133,6 +139,15 @@ class ClusterView:
             # settings only confluent-kafka honours: no wire requests (no sizes, no
             # transactions, groups without the exact consumer-group states)
             self.security = None
+
+    def probe(self) -> None:
+        """Fail at once when no bootstrap address accepts a connection (librdkafka would
+        retry until its timeouts run out: a page then waited 10 s and more to say so);
+        a probe that succeeded is trusted for PROBE_TRUST_S."""
+        if time.monotonic() - self._reached_at < PROBE_TRUST_S:
+            return
+        check_reachable(self.bootstrap)
+        self._reached_at = time.monotonic()
 
     def _config(self, extra: Mapping[str, Any]) -> dict[str, Any]:
         ms = int(self.timeout * 1000)

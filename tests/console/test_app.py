@@ -420,21 +420,24 @@ def test_samsa_ui_over_https_against_a_sasl_ssl_cluster(samsa_broker: Broker,
 def test_samsa_ui_starts_before_the_broker_and_shows_the_error(tmp_path: Path) -> None:
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    with socket.socket() as held:
+        # bound and never listening for the whole test: connections are refused, and no other
+        # process (a broker of a test run beside this one) can take the port meanwhile
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
 
-    class Nowhere:  # what UiProcess reads of a broker: nothing listens at this address
-        bootstrap_servers = f"127.0.0.1:{port}"
-        metrics_url = None
+        class Nowhere:  # what UiProcess reads of a broker: nothing listens at this address
+            bootstrap_servers = f"127.0.0.1:{port}"
+            metrics_url = None
 
-    ui = UiProcess(Nowhere(), tmp_path / "ui.log")  # type: ignore[arg-type]
-    try:
-        ui.wait_ready()
-        status, body = ui.get("/topics")
-        assert status in (502, 503) and 'class="error"' in body
-    finally:
-        ui.stop()
+        ui = UiProcess(Nowhere(), tmp_path / "ui.log")  # type: ignore[arg-type]
+        try:
+            ui.wait_ready()
+            status, body = ui.get("/topics")
+            assert status in (502, 503) and 'class="error"' in body, (status, body[-2000:])
+            assert "cannot connect to any bootstrap server" in body
+        finally:
+            ui.stop()
 
 
 def test_changes_from_another_site_are_refused(console: Console) -> None:
