@@ -21,7 +21,7 @@ _JVM_START_NOISE = re.compile(
 )
 # A PySpark worker daemon's traceback when the JVM it serves has gone (see StderrNoiseFilter).
 _WORKER_TEARDOWN = re.compile(
-    rb"pyspark[/\\]daemon\.py.*\n(?:BrokenPipeError|ConnectionResetError)[^\n]*\n?\Z", re.S
+    rb"pyspark[/\\]daemon\.py.*\n(?:BrokenPipeError|ConnectionResetError|EOFError)[^\n]*\n?\Z", re.S
 )
 
 
