@@ -143,6 +143,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from proc_cpu import cpu_seconds
+from request_cost import interrupt
 
 # samsa-base: samsa from another source tree (--baseline), to compare two versions in one run
 BROKERS = ("samsa", "kafka", "tansu", "samsa-base")
@@ -455,12 +456,7 @@ def profiled(
     try:
         yield
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        interrupt(proc, 30)
 
 
 # --- client helpers -------------------------------------------------------------------------------

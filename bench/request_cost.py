@@ -160,11 +160,11 @@ def measure(tree: Path, kind: str, requests: int, profile: Path | None,
     return cpu / requests * 1e6
 
 
-def interrupt(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT, as Ctrl-C; killed if it has not ended within a minute."""
+def interrupt(proc: subprocess.Popen[bytes], wait_s: float = 60) -> None:
+    """SIGINT, as Ctrl-C; killed if it has not ended within ``wait_s``."""
     proc.send_signal(signal.SIGINT)
     try:
-        proc.wait(60)
+        proc.wait(wait_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import signal
 import socket
 import ssl
 import subprocess
@@ -50,7 +49,7 @@ from samsa.records.record import RecordInput, encode_batch
 from samsa.security.ca import LOCAL_HOSTS, CertificateAuthority
 
 from proc_cpu import cpu_seconds
-from request_cost import Client, free_port
+from request_cost import Client, free_port, interrupt
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 TOPIC = "tls-cost"
@@ -251,12 +250,7 @@ def main() -> None:
                     elif result["msg_per_s"] > kept["msg_per_s"]:
                         kept["msg_per_s"] = result["msg_per_s"]
         finally:
-            broker.proc.send_signal(signal.SIGINT)
-            try:
-                broker.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                broker.proc.kill()
-                broker.proc.wait()
+            interrupt(broker.proc)
     print(table(best), file=sys.stderr)
 
 
