@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import socket
 import tempfile
 import threading
 import time
@@ -28,17 +27,12 @@ from samsa import Broker
 from samsa.console.app import create_app
 from samsa.console.cluster_view import ClusterView
 from samsa.console.history import History
+from samsa.tools.zookeeper_server import free_port
 
 TOPICS = {"orders": 6, "payments": 3, "clickstream": 12, "inventory-updates": 4,
           "audit-log": 2, "email-notifications": 1}
 ITEMS = ["espresso machine", "desk lamp", "standing desk", "headphones", "keyboard", "monitor"]
 CHARTS_S = 20.0  # how long the producer runs before the first picture (chart points)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def order(i: int, rng: random.Random) -> bytes:

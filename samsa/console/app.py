@@ -48,7 +48,8 @@ from samsa.console.display import (
 from samsa.console.formats import FORMATS, SchemaRegistry, matches, render
 from samsa.console.history import History
 from samsa.console.login import SESSION_COOKIE, LoginRequired, Sessions
-from samsa.console.model import BadRequest, ConsoleError, Message, NotFound
+from samsa.console.messages import STARTS
+from samsa.console.model import BadRequest, ConsoleError, Message, NotFound, TopicDetail
 
 log = logging.getLogger(__name__)
 
@@ -194,15 +195,19 @@ class Console:
     async def topic(self, request: Request) -> Response:
         name = request.path_params["name"]
         topic = await self.call(self.view.topic, name)
-        return self.page(request, "topic.html", title=f"Topic {name}", topic=topic,
-                         has_history=self.history is not None)
+        return self.topic_page(request, topic)
+
+    def topic_page(self, request: Request, topic: TopicDetail, code: int = 200,
+                   **context: Any) -> HTMLResponse:
+        return self.page(request, "topic.html", code, title=f"Topic {topic.name}", topic=topic,
+                         has_history=self.history is not None, **context)
 
     async def messages(self, request: Request) -> Response:
         name = request.path_params["name"]
         params = request.query_params
         partition = parse_int(params.get("partition"), "partition", minimum=0)
         start = params.get("from", "end") or "end"
-        if start not in ("beginning", "end", "offset", "timestamp"):
+        if start not in STARTS:
             raise BadRequest(f"from takes beginning, end, offset or timestamp, got {start!r}")
         value: int | None = None
         if start == "offset":
@@ -364,19 +369,19 @@ class Console:
         if rf is None or (rf < 1 and rf != -1):
             raise BadRequest("replication factor must be at least 1 (or -1: the default)")
         configs = dict(parse_lines(str(form.get("configs", "")), "configs"))
-        if form.get("confirm") != "yes":
+        if not confirmed(form):
             summary = [f"Create topic {name!r} with {partitions} partition(s), replication "
                        f"factor {'the broker default' if rf == -1 else rf}."]
             summary += [f"Config {k}={v}" for k, v in configs.items()] or ["No topic configs."]
             return self.confirm(request, form, title="Create topic", summary=summary,
                                 button="Create topic")
         await self.call(self.view.create_topic, name, partitions, rf, configs or None)
-        return self.redirect(f"/topics/{quote(name, safe='')}", f"Created topic {name}.")
+        return self.redirect(topic_path(name), f"Created topic {name}.")
 
     async def delete_topic(self, request: Request) -> Response:
         name = request.path_params["name"]
         form = await request.form()
-        if form.get("confirm") != "yes":
+        if not confirmed(form):
             topic = await self.call(self.view.topic, name)
             messages = sum(p.messages or 0 for p in topic.partitions)
             return self.confirm(request, form, title=f"Delete topic {name}", danger=True,
@@ -392,7 +397,7 @@ class Console:
         total = parse_int(str(form.get("total", "")), "partitions", minimum=1)
         if total is None:
             raise BadRequest("give the new number of partitions")
-        if form.get("confirm") != "yes":
+        if not confirmed(form):
             topic = await self.call(self.view.topic, name)
             now = len(topic.partitions)
             if total <= now:
@@ -403,7 +408,7 @@ class Console:
                                          "partitions. Keys may map to other partitions "
                                          "afterwards."], button="Add partitions")
         await self.call(self.view.add_partitions, name, total)
-        return self.redirect(f"/topics/{quote(name, safe='')}",
+        return self.redirect(topic_path(name),
                              f"Topic {name} now has {total} partitions.")
 
     async def delete_records(self, request: Request) -> Response:
@@ -419,7 +424,7 @@ class Console:
         for p in parts:
             end = p.high_watermark or 0
             before[p.partition] = end if offset is None else min(offset, end)
-        if form.get("confirm") != "yes":
+        if not confirmed(form):
             rows = [[str(p.partition), human_count(p.log_start), str(before[p.partition]),
                      human_count(max(0, before[p.partition] - (p.log_start or 0)))]
                     for p in parts]
@@ -432,7 +437,7 @@ class Console:
                                 button="Delete records")
         result = await self.call(self.view.delete_records, name, before)
         text = ", ".join(f"partition {p}: log start {o}" for p, o in sorted(result.items()))
-        return self.redirect(f"/topics/{quote(name, safe='')}", f"Deleted records ({text}).")
+        return self.redirect(topic_path(name), f"Deleted records ({text}).")
 
     async def alter_configs(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -442,7 +447,7 @@ class Console:
                   if k.strip()]
         if not set_ and not delete:
             raise BadRequest("nothing to change: give key=value lines to set or keys to reset")
-        if form.get("confirm") != "yes":
+        if not confirmed(form):
             topic = await self.call(self.view.topic, name)
             current = {c.name: c for c in topic.configs}
             rows = []
@@ -465,12 +470,10 @@ class Console:
         except ConsoleError as exc:
             # Kafka's validation error, on the topic's page with the form as it was typed
             topic = await self.call(self.view.topic, name)
-            return self.page(request, "topic.html", error_status(exc, True),
-                             title=f"Topic {name}", topic=topic, config_error=str(exc),
-                             config_set=str(form.get("set", "")),
-                             config_delete=str(form.get("delete", "")),
-                             has_history=self.history is not None)
-        return self.redirect(f"/topics/{quote(name, safe='')}", "Configs updated.")
+            return self.topic_page(request, topic, error_status(exc, True),
+                                   config_error=str(exc), config_set=str(form.get("set", "")),
+                                   config_delete=str(form.get("delete", "")))
+        return self.redirect(topic_path(name), "Configs updated.")
 
     async def produce(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -481,7 +484,7 @@ class Console:
         headers = parse_lines(str(form.get("headers", "")), "headers")
         key = key_text.encode() if key_text else None
         value = value_text.encode() if form.get("null_value") != "on" else None
-        if form.get("confirm") != "yes":
+        if not confirmed(form):
             where = "the partition the key maps to" if partition is None else \
                 f"partition {partition}"
             summary = [f"Produce one message to topic {name!r}, {where}.",
@@ -492,7 +495,7 @@ class Console:
                                 button="Produce")
         p, offset = await self.call(self.view.produce, name, partition, key, value,
                                     [(k, v.encode()) for k, v in headers])
-        target = (f"/topics/{quote(name, safe='')}/messages?"
+        target = (f"{topic_path(name)}/messages?"
                   f"{urlencode({'partition': p, 'from': 'offset', 'offset': offset})}")
         return self.redirect(target, f"Produced to partition {p} at offset {offset}.")
 
@@ -506,7 +509,7 @@ class Console:
         value = str(form.get("value", "")).strip() or None
         if mode not in ("to-earliest", "to-latest", "to-current") and value is None:
             raise BadRequest(f"--{mode} needs a value")
-        execute = form.get("confirm") == "yes"
+        execute = confirmed(form)
         plan = await self.call(self.view.reset_offsets, group_id, topic, mode, value, execute)
         rows = [[r.topic, str(r.partition), human_count(r.current), str(r.new)] for r in plan]
         columns = ["topic", "partition", "current offset", "new offset"]
@@ -527,7 +530,7 @@ class Console:
     async def delete_group(self, request: Request) -> Response:
         group_id = request.path_params["group_id"]
         form = await request.form()
-        if form.get("confirm") != "yes":
+        if not confirmed(form):
             group = await self.call(self.view.group, group_id)
             return self.confirm(request, form, title=f"Delete group {group_id}", danger=True,
                                 summary=[f"Delete consumer group {group_id!r} ({group.state}) "
@@ -536,6 +539,15 @@ class Console:
                                 button="Delete group")
         await self.call(self.view.delete_group, group_id)
         return self.redirect("/groups", f"Deleted group {group_id}.")
+
+
+def topic_path(name: str) -> str:
+    return f"/topics/{quote(name, safe='')}"
+
+
+def confirmed(form: FormData) -> bool:
+    """Whether an action's form came from its confirmation page (``Console.confirm``)."""
+    return form.get("confirm") == "yes"
 
 
 def _parse_after(text: str) -> dict[int, int]:

@@ -73,6 +73,7 @@ from samsa.security.acl import AclOperation, AclPermissionType, PatternType, Res
 from samsa.tools.admin import source_name
 from samsa.tools.common import check_reachable, client_config, describe_error
 from samsa.tools.groups import SCENARIOS, GroupTool, ResetPlan, error_code, state_name
+from samsa.tools.log_dirs import DESCRIBE_LOG_DIRS
 from samsa.tools.transactions import (
     DESCRIBE_TRANSACTIONS,
     DescribeTransactionsResponse,
@@ -89,8 +90,9 @@ TP = tuple[str, int]
 CLIENT_ID = "samsa-console"
 # How long a successful connection to a bootstrap address spares the next calls their probe.
 PROBE_TRUST_S = 5.0
-LIST_OFFSETS, DESCRIBE_LOG_DIRS, DESCRIBE_ACLS = 2, 35, 29
-# Kafka's internal topics (the admin client's metadata does not flag them).
+LIST_OFFSETS, DESCRIBE_ACLS = 2, 29
+# Kafka's internal topics (the admin client's metadata does not flag them; not imported from
+# samsa.tools.topics, which imports broker code the console must not).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 

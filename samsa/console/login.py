@@ -67,8 +67,6 @@ class LoginRequired:
     """ASGI middleware: without a session, a page answers with a redirect to the login form
     (an API call with 401); /login and /static stay open."""
 
-    OPEN = ("/login", "/static/")
-
     def __init__(self, app: ASGIApp, sessions: Sessions) -> None:
         self.app = app
         self.sessions = sessions

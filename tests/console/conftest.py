@@ -4,7 +4,6 @@ either in Starlette's TestClient or served by uvicorn on a free loopback port.""
 from __future__ import annotations
 
 import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -25,12 +24,7 @@ from samsa.console.app import create_app
 from samsa.console.cluster_view import ClusterView
 from samsa.console.history import History
 from samsa.embedded import Broker
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from samsa.tools.zookeeper_server import free_port
 
 
 @dataclass

@@ -25,6 +25,7 @@ from samsa.console.cluster_view import ClusterView
 from samsa.console.login import read_login_file
 from samsa.console.model import TopicSummary
 from samsa.embedded import Broker
+from samsa.tools.zookeeper_server import free_port
 
 from .conftest import Console, UiProcess, make_console
 
@@ -294,13 +295,7 @@ def test_series_and_tail_endpoints(console: Console) -> None:
 
 
 def test_broker_down_gives_an_error_page_not_a_hang(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    from starlette.testclient import TestClient
-
+    port = free_port()  # nothing listens there
     view = ClusterView(f"127.0.0.1:{port}", timeout_s=3.0)
     app = create_app(view, None, None, cluster_name=f"127.0.0.1:{port}")
     with TestClient(app, raise_server_exceptions=False) as client:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 from waiting import wait_for
 
 from samsa.embedded import Broker
@@ -65,6 +65,21 @@ def total_lag(page: Page) -> int:
     return int(page.locator("#total-lag").inner_text())
 
 
+def submit_and_confirm(page: Page, form: Locator, summary: str, button: str) -> None:
+    """Submit an action's ``form``, check its confirmation page says ``summary``, and confirm
+    with the page's ``button``."""
+    form.locator("button").click()
+    expect(page.locator("section.confirm")).to_contain_text(summary)
+    page.get_by_role("button", name=button).click()
+
+
+def consume(consumer: Consumer, count: int, what: str) -> None:
+    """Read ``count`` messages more with ``consumer`` (not committed)."""
+    got: list[object] = []
+    wait_for(lambda: got.extend(m for m in consumer.consume(50, 0.5) if not m.error())
+             or len(got) >= count, 60, what)
+
+
 @pytest.mark.samsa_broker(prometheus_listener="http://127.0.0.1:0")
 def test_console_end_to_end(ui: UiProcess, page: Page, samsa_broker: Broker) -> None:
     base = ui.url
@@ -82,10 +97,8 @@ def test_console_end_to_end(ui: UiProcess, page: Page, samsa_broker: Broker) -> 
     form = page.locator("#create-topic")
     form.locator("input[name=name]").fill("e2e-orders")
     form.locator("input[name=partitions]").fill("2")
-    form.locator("button").click()
-    expect(page.locator("section.confirm")).to_contain_text(
-        "Create topic 'e2e-orders' with 2 partition(s)")
-    page.get_by_role("button", name="Create topic").click()
+    submit_and_confirm(page, form, "Create topic 'e2e-orders' with 2 partition(s)",
+                       "Create topic")
     expect(page.locator("h1")).to_contain_text("Topic e2e-orders")
     expect(page.locator(".notice")).to_have_text("Created topic e2e-orders.")
     expect(page.locator("#partitions tbody tr")).to_have_count(2)
@@ -112,10 +125,8 @@ def test_console_end_to_end(ui: UiProcess, page: Page, samsa_broker: Broker) -> 
     produce_form.locator("input[name=key]").fill("order-42")
     produce_form.locator("textarea[name=value]").fill('{"order": 42, "item": "needle-lamp"}')
     produce_form.locator("textarea[name=headers]").fill("source=e2e")
-    produce_form.locator("button").click()
-    expect(producer_page.locator("section.confirm")).to_contain_text(
-        "Produce one message to topic 'e2e-orders', partition 1.")
-    producer_page.get_by_role("button", name="Produce").click()
+    submit_and_confirm(producer_page, produce_form,
+                       "Produce one message to topic 'e2e-orders', partition 1.", "Produce")
     expect(producer_page.locator(".notice")).to_have_text(
         "Produced to partition 1 at offset 0.")
     expect(producer_page.locator("#messages")).to_contain_text("needle-lamp")
@@ -143,9 +154,7 @@ def test_console_end_to_end(ui: UiProcess, page: Page, samsa_broker: Broker) -> 
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
         consumer.subscribe(["e2e-orders"])
-        got: list[object] = []
-        wait_for(lambda: got.extend(m for m in consumer.consume(50, 0.5) if not m.error())
-                 or len(got) >= 21, 60, "the group to read 21 messages")
+        consume(consumer, 21, "the group to read 21 messages")
         consumer.commit(asynchronous=False)
         page.goto(base + "/groups/e2e-group")
         expect(page.locator("#members tbody tr")).to_have_count(1)
@@ -154,9 +163,7 @@ def test_console_end_to_end(ui: UiProcess, page: Page, samsa_broker: Broker) -> 
             producer.produce("e2e-orders", b"more %d" % i, partition=i % 2)
         assert producer.flush(30) == 0
         wait_for(lambda: total_lag(page) == 30, 60, "the lag to rise to 30")
-        got.clear()
-        wait_for(lambda: got.extend(m for m in consumer.consume(50, 0.5) if not m.error())
-                 or len(got) >= 30, 60, "the group to read 30 more")
+        consume(consumer, 30, "the group to read 30 more")
         consumer.commit(asynchronous=False)
         wait_for(lambda: total_lag(page) == 0, 60, "the lag to fall to 0")
     finally:
@@ -189,9 +196,7 @@ def test_console_end_to_end(ui: UiProcess, page: Page, samsa_broker: Broker) -> 
 
     # delete the topic
     page.goto(base + "/topics/e2e-orders")
-    page.locator("#delete-topic button").click()
-    expect(page.locator("section.confirm")).to_contain_text("gone for good")
-    page.get_by_role("button", name="Delete topic").click()
+    submit_and_confirm(page, page.locator("#delete-topic"), "gone for good", "Delete topic")
     expect(page.locator(".notice")).to_have_text("Deleted topic e2e-orders.")
     wait_for(lambda: page.goto(base + "/topics/e2e-orders").status == 404,  # type: ignore[union-attr]
              60, "the topic's page to be gone")
