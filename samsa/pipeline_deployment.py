@@ -35,6 +35,7 @@ from samsa.pipeline.events import DEFAULT_TOPICS, Topics
 from samsa.pipeline.generate import GenerateResult, generate
 from samsa.pipeline.latency import LoadRecord
 from samsa.pipeline.load import LoadError, load
+from samsa.tools.mirror_client import DefaultReplicationPolicy
 from samsa.tools.zookeeper_server import terminate_process
 
 LIVE = ("live1", "live2")
@@ -176,7 +177,7 @@ class Deployment:
         return self.offline.schema_registry_url
 
     def remote(self, alias: str, topic: str) -> str:
-        return f"{alias}.{topic}"
+        return DefaultReplicationPolicy().format_remote_topic(alias, topic)
 
     def run(
         self,
