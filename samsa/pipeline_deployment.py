@@ -18,12 +18,11 @@ It lives above ``samsa.pipeline`` and ``samsa.mirror`` (it starts brokers).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +35,11 @@ from samsa.pipeline.events import DEFAULT_TOPICS, Topics
 from samsa.pipeline.generate import GenerateResult, generate
 from samsa.pipeline.latency import LoadRecord
 from samsa.pipeline.load import LoadError, load
+from samsa.tools.mirror_client import DefaultReplicationPolicy
+from samsa.tools.zookeeper_server import terminate_process
 
 LIVE = ("live1", "live2")
 OFFLINE = "offline"
-MIRROR_READY_S = 60.0
 CATCH_UP_S = 120.0
 
 
@@ -90,18 +90,13 @@ class MirrorProcess:
 
     def kill(self) -> None:
         if self.process is not None:
-            self.process.send_signal(signal.SIGKILL)
+            self.process.kill()  # SIGKILL
             self.process.wait(30)
             self.process = None
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
+            terminate_process(self.process, 60)
             self.process = None
 
     def check(self) -> None:
@@ -140,7 +135,8 @@ class Deployment:
             for alias in self.aliases:
                 self.live[alias] = samsa.Broker(self.workdir / alias)
                 self.live[alias].start()
-                self._stack.callback(lambda a=alias: self.live[a].stop())
+                # by alias: the broker restart_live put in its place is the one to stop
+                self._stack.callback(lambda a: self.live[a].stop(), alias)
             self.offline = self._stack.enter_context(
                 samsa.Broker(self.workdir / OFFLINE, schema_registry=True))
             props = mirror_properties(
@@ -181,7 +177,7 @@ class Deployment:
         return self.offline.schema_registry_url
 
     def remote(self, alias: str, topic: str) -> str:
-        return f"{alias}.{topic}"
+        return DefaultReplicationPolicy().format_remote_topic(alias, topic)
 
     def run(
         self,
@@ -290,19 +286,16 @@ def committed_records(bootstrap: str, topic: str, timeout_s: float = 30.0) -> in
         if meta is None or meta.error is not None or not meta.partitions:
             return 0
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
-        count, eof = 0, set()
+        count, eof = 0, set[int | None]()
         deadline = time.monotonic() + timeout_s
         while len(eof) < len(meta.partitions) and time.monotonic() < deadline:
-            for msg in _consume(consumer):
-                if msg.error() is None:
+            for msg in consumer.consume(1000, timeout=0.2):
+                error = msg.error()
+                if error is None:
                     count += 1
                     eof.discard(msg.partition())
-                elif msg.error().code() == KafkaError._PARTITION_EOF:
+                elif error.code() == KafkaError._PARTITION_EOF:
                     eof.add(msg.partition())
         return count
     finally:
         consumer.close()
-
-
-def _consume(consumer: Consumer) -> Iterator[Any]:
-    yield from consumer.consume(1000, timeout=0.2)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.pipeline.decode import MONITORING_COLUMNS, decode_monitoring
 from samsa.pipeline.events import DEFAULT_TOPICS, Topics
+from samsa.pipeline.schemas import registered_schemas
 from samsa.tools.common import spark_log_level
 
 if TYPE_CHECKING:
@@ -69,11 +70,7 @@ def audit_deployment(
     read_committed: bool = False,
 ) -> AuditResult:
     """The audit of each source cluster mirrored into ``bootstrap``, together."""
-    writers = None
-    if schema_registry_url is not None:
-        from samsa.pipeline.schemas import registered_schemas
-
-        writers = registered_schemas(schema_registry_url)
+    writers = None if schema_registry_url is None else registered_schemas(schema_registry_url)
     results = [audit(spark, bootstrap, table, topics=topics, source=alias, writers=writers,
                      read_committed=read_committed) for alias in sources]
     return AuditResult([w for r in results for w in r.windows],

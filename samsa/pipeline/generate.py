@@ -37,6 +37,7 @@ from samsa.pipeline.events import (
     EVENT_TYPES,
     MONITORING_SCHEMA,
     MONITORING_SCHEMA_ID,
+    READERS,
     SCHEMAS,
     Topics,
     encode,
@@ -98,22 +99,20 @@ class Writers:
 
     @classmethod
     def registered(cls, url: str) -> Writers:
-        from fastavro import parse_schema
-
+        """The same schemas as ``SCHEMAS``, with the ids the registry gives them."""
         from samsa.pipeline.schemas import ACTIVITY_SUBJECT, MONITORING_SUBJECT, register
 
         activity = register(url, ACTIVITY_SUBJECT, ACTIVITY_SCHEMA, "BACKWARD")
         monitoring = register(url, MONITORING_SUBJECT, MONITORING_SCHEMA, "BACKWARD")
-        return cls((activity, parse_schema(ACTIVITY_SCHEMA)),
-                   (monitoring, parse_schema(MONITORING_SCHEMA)))
+        return cls((activity, SCHEMAS[ACTIVITY_SCHEMA_ID]),
+                   (monitoring, SCHEMAS[MONITORING_SCHEMA_ID]))
 
     def evolve(self, url: str) -> None:
-        from fastavro import parse_schema
-
         from samsa.pipeline.schemas import ACTIVITY_SUBJECT, register
 
+        # READERS holds ACTIVITY_SCHEMA_V2 parsed: the same schema written from here on
         self.activity = (register(url, ACTIVITY_SUBJECT, ACTIVITY_SCHEMA_V2),
-                         parse_schema(ACTIVITY_SCHEMA_V2))
+                         READERS[ACTIVITY_SCHEMA_ID])
         self.evolved = True
 
 

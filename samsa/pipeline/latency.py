@@ -60,14 +60,14 @@ def latency(spark: SparkSession, table: Path, loads: list[LoadRecord]) -> Latenc
         F.percentile_approx("latency_s", [0.5, 0.99]).alias("p"),
         F.max("latency_s").alias("max"),
     ).first()
+    if not stats["rows"]:
+        return Latency(0, 0.0, 0.0, 0.0, 0.0, [])
     per_second = (
         joined.groupBy(F.date_trunc("second", "event_time").alias("second"))
         .agg(F.mean("latency_s").alias("latency"))
         .orderBy("second")
         .collect()
     )
-    if not stats["rows"]:
-        return Latency(0, 0.0, 0.0, 0.0, 0.0, [])
     return Latency(stats["rows"], stats["mean"], stats["p"][0], stats["p"][1], stats["max"],
                    [(r.second, r.latency) for r in per_second])
 

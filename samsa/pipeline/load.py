@@ -27,9 +27,11 @@ from confluent_kafka import Consumer, TopicPartition
 
 from samsa.pipeline.decode import EVENT_COLUMNS, decode_events
 from samsa.pipeline.events import DEFAULT_TOPICS, Topics
+from samsa.pipeline.schemas import registered_schemas
 from samsa.pipeline.table import Offsets, Table
 from samsa.spark.source import SamsaBatchReader, kafka_schema
 from samsa.tools.common import client_config, spark_log_level
+from samsa.tools.mirror_client import DefaultReplicationPolicy
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -88,7 +90,9 @@ def activity_topics(topics: Topics, sources: Sequence[str] = ()) -> list[str]:
     """The activity topics, or their remote names in a cluster that mirrors ``sources``."""
     if not sources:
         return topics.all_activity
-    return [f"{alias}.{topic}" for alias in sources for topic in topics.all_activity]
+    policy = DefaultReplicationPolicy()
+    return [policy.format_remote_topic(alias, topic)
+            for alias in sources for topic in topics.all_activity]
 
 
 def load(
@@ -111,11 +115,7 @@ def load(
     transactions (a mirror with exactly.once.support)."""
     began = time.monotonic()
     names = activity_topics(topics, sources)
-    writers = None
-    if schema_registry_url is not None:
-        from samsa.pipeline.schemas import registered_schemas
-
-        writers = registered_schemas(schema_registry_url)
+    writers = None if schema_registry_url is None else registered_schemas(schema_registry_url)
     table = Table(table_path)
     with table.locked():
         base = table.current()

@@ -57,8 +57,9 @@ def registered_schemas(url: str, subjects: tuple[str, ...] = SUBJECTS) -> dict[i
     client = _client(url)
     found: dict[int, Any] = {}
     try:
+        present = set(client.get_subjects())
         for subject in subjects:
-            if subject not in client.get_subjects():
+            if subject not in present:
                 continue
             for version in client.get_versions(subject):
                 schema_id = int(client.get_version(subject, version).schema_id)
