@@ -29,7 +29,6 @@ import multiprocessing
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,8 +40,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from samsa.embedded import Broker  # noqa: E402
+from samsa.registry.app import CONTENT_TYPE  # noqa: E402
+from samsa.tools.zookeeper_server import free_port  # noqa: E402
 
-HEADERS = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
+HEADERS = {"Content-Type": CONTENT_TYPE}
 
 
 def _schema(name: str, fields: int) -> str:
@@ -50,15 +51,15 @@ def _schema(name: str, fields: int) -> str:
         {"name": f"f{i}", "type": "long", "default": 0} for i in range(fields)]})
 
 
-def _worker(args: tuple[str, int, str, int, int, float]) -> tuple[int, list[float]]:
-    kind, port, _, schemas, client, seconds = args
+def _worker(args: tuple[str, int, int, int, float]) -> list[float]:
+    """One client's run: the latency of each request."""
+    kind, port, schemas, client, seconds = args
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     rng = random.Random(client)
     latencies: list[float] = []
     deadline = time.monotonic() + seconds
-    n = 0
     while time.monotonic() < deadline:
-        n += 1
+        n = len(latencies) + 1
         if kind == "ids":
             method, path, body = "GET", f"/schemas/ids/{rng.randint(1, schemas)}", None
         elif kind == "lookup":
@@ -76,7 +77,7 @@ def _worker(args: tuple[str, int, str, int, int, float]) -> tuple[int, list[floa
         if response.status != 200:
             raise RuntimeError(f"{method} {path}: {response.status} {payload!r}")
     connection.close()
-    return len(latencies), latencies
+    return latencies
 
 
 def _call(url: str, method: str, body: object) -> object:
@@ -95,9 +96,7 @@ def main() -> None:
     clients = [int(c) for c in args.clients.split(",")]
 
     with tempfile.TemporaryDirectory() as data, Broker(data) as broker:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
         registry = subprocess.Popen(
@@ -127,10 +126,10 @@ def main() -> None:
                                 ("register", "POST /subjects/{s}/versions (register)")):
                 for n in clients:
                     with context.Pool(n) as pool:
-                        results = pool.map(_worker, [(kind, port, url, args.schemas, c,
+                        results = pool.map(_worker, [(kind, port, args.schemas, c,
                                                       args.seconds) for c in range(n)])
-                    total = sum(r[0] for r in results)
-                    latencies = sorted(x for r in results for x in r[1])
+                    latencies = sorted(x for r in results for x in r)
+                    total = len(latencies)
                     p99 = latencies[int(len(latencies) * 0.99) - 1]
                     print(json.dumps({
                         "request": label, "clients": n,

@@ -201,18 +201,16 @@ class Broker:
                              "schema_registry=True")
         return self.schema_registry.url
 
-    def _registry(self) -> SchemaRegistry:
+    def _start_registry(self) -> None:
+        if not self._with_registry:
+            return
         from samsa.registry import SchemaRegistry
 
         settings = {f"kafkastore.{k}": v for k, v in self.client_config().items()}
         settings["listeners"] = "http://127.0.0.1:0"
-        return SchemaRegistry(settings)
-
-    def _start_registry(self) -> None:
-        if self._with_registry:
-            registry = self._registry()
-            registry.start()
-            self.schema_registry = registry
+        registry = SchemaRegistry(settings)
+        registry.start()
+        self.schema_registry = registry
 
     def _stop_registry(self) -> None:
         if self.schema_registry is not None:

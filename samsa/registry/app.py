@@ -39,10 +39,6 @@ def _json(data: Any, status: int = 200) -> Response:
                     media_type=CONTENT_TYPE)
 
 
-def _error(exc: RegistryError) -> Response:
-    return _json(exc.body(), exc.status)
-
-
 def _flag(request: Request, name: str) -> bool:
     return request.query_params.get(name, "false").strip().lower() == "true"
 
@@ -116,8 +112,9 @@ class RegistryApp:
 
     @staticmethod
     async def _registry_error(request: Request, exc: Exception) -> Response:
+        # every RegistryError an endpoint raises is answered here
         assert isinstance(exc, RegistryError)
-        return _error(exc)
+        return _json(exc.body(), exc.status)
 
     @staticmethod
     async def _internal_error(request: Request, exc: Exception) -> Response:
@@ -127,10 +124,7 @@ class RegistryApp:
     @staticmethod
     def _read(answer: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            try:
-                return _json(answer(request))
-            except RegistryError as exc:
-                return _error(exc)
+            return _json(answer(request))
         return endpoint
 
     async def _write(self, request: Request, operation: Callable[[], Any]) -> Response:
@@ -141,13 +135,10 @@ class RegistryApp:
             await asyncio.to_thread(election.wait_for_primary, _ELECTION_WAIT_S)
         if election is not None and not election.is_primary:
             return await self._forward(request)
-        try:
-            if election is not None and election.needs_catch_up.is_set():
-                await asyncio.to_thread(self.registry.store.catch_up)
-                election.needs_catch_up.clear()
-            return _json(await asyncio.to_thread(self._as_primary, operation))
-        except RegistryError as exc:
-            return _error(exc)
+        if election is not None and election.needs_catch_up.is_set():
+            await asyncio.to_thread(self.registry.store.catch_up)
+            election.needs_catch_up.clear()
+        return _json(await asyncio.to_thread(self._as_primary, operation))
 
     def _as_primary(self, operation: Callable[[], Any]) -> Any:
         # the group may have moved the primary while this request waited for its thread
@@ -159,57 +150,42 @@ class RegistryApp:
     async def _forward(self, request: Request) -> Response:
         assert self.election is not None
         if request.headers.get(FORWARDED_HEADER):
-            return _error(RegistryError(errors.UNKNOWN_LEADER,
-                                        "Error while forwarding the request: this instance "
-                                        "is not the primary"))
+            raise RegistryError(errors.UNKNOWN_LEADER, "Error while forwarding the request: "
+                                "this instance is not the primary")
         primary = await asyncio.to_thread(self.election.wait_for_primary, _ELECTION_WAIT_S)
         if primary is None or primary == self.election.url:
-            return _error(RegistryError(errors.UNKNOWN_LEADER,
-                                        "Error while forwarding the request: no primary "
-                                        "schema registry is known"))
+            raise RegistryError(errors.UNKNOWN_LEADER, "Error while forwarding the request: no "
+                                "primary schema registry is known")
         url = primary.rstrip("/") + request.url.path
         if request.url.query:
             url += "?" + request.url.query
         body = await request.body()
         status, payload = await asyncio.to_thread(_send, request.method, url, body)
         if status is None:
-            return _error(RegistryError(errors.REQUEST_FORWARDING_FAILED,
-                                        f"Error while forwarding the request to the primary "
-                                        f"{primary}: {payload.decode(errors='replace')}"))
+            raise RegistryError(errors.REQUEST_FORWARDING_FAILED,
+                                f"Error while forwarding the request to the primary {primary}: "
+                                f"{payload.decode(errors='replace')}")
         if status < 300:
-            try:
-                await asyncio.to_thread(self.registry.store.catch_up)
-            except RegistryError as exc:
-                return _error(exc)
+            await asyncio.to_thread(self.registry.store.catch_up)
         return Response(payload, status_code=status, media_type=CONTENT_TYPE)
 
     # --- resources ------------------------------------------------------------------------
 
     async def _raw_by_id(self, request: Request) -> Response:
-        try:
-            found = self.registry.schema_by_id(_schema_id(request),
-                                               request.query_params.get("subject"))
-        except RegistryError as exc:
-            return _error(exc)
+        found = self.registry.schema_by_id(_schema_id(request),
+                                           request.query_params.get("subject"))
         return Response(found["schema"], media_type=CONTENT_TYPE)
 
     async def _raw_version(self, request: Request) -> Response:
-        try:
-            found = self.registry.version(request.path_params["subject"],
-                                          request.path_params["version"],
-                                          _flag(request, "deleted"))
-        except RegistryError as exc:
-            return _error(exc)
+        found = self.registry.version(request.path_params["subject"],
+                                      request.path_params["version"], _flag(request, "deleted"))
         return Response(found["schema"], media_type=CONTENT_TYPE)
 
     async def _version(self, request: Request) -> Response:
         subject, version = request.path_params["subject"], request.path_params["version"]
         if request.method == "GET":
-            try:
-                return _json(self.registry.version(subject, version, _flag(request, "deleted"),
-                                                   request.query_params.get("format")))
-            except RegistryError as exc:
-                return _error(exc)
+            return _json(self.registry.version(subject, version, _flag(request, "deleted"),
+                                               request.query_params.get("format")))
         permanent = _flag(request, "permanent")
         return await self._write(request, lambda: self.registry.delete_version(
             subject, version, permanent))
@@ -217,24 +193,15 @@ class RegistryApp:
     async def _versions(self, request: Request) -> Response:
         subject = request.path_params["subject"]
         if request.method == "GET":
-            try:
-                return _json(self.registry.versions(subject, _flag(request, "deleted")))
-            except RegistryError as exc:
-                return _error(exc)
-        try:
-            body = await _body(request)
-        except RegistryError as exc:
-            return _error(exc)
+            return _json(self.registry.versions(subject, _flag(request, "deleted")))
+        body = await _body(request)
         return await self._write(request, lambda: self.registry.register(subject, body))
 
     async def _subject(self, request: Request) -> Response:
         subject = request.path_params["subject"]
         if request.method == "POST":
-            try:
-                body = await _body(request)
-                return _json(self.registry.lookup(subject, body, _flag(request, "deleted")))
-            except RegistryError as exc:
-                return _error(exc)
+            body = await _body(request)
+            return _json(self.registry.lookup(subject, body, _flag(request, "deleted")))
         permanent = _flag(request, "permanent")
         return await self._write(request, lambda: self.registry.delete_subject(
             subject, permanent))
@@ -242,43 +209,28 @@ class RegistryApp:
     async def _config(self, request: Request) -> Response:
         subject = request.path_params.get("subject")
         if request.method == "GET":
-            try:
-                return _json(self.registry.config(subject, _flag(request, "defaultToGlobal")))
-            except RegistryError as exc:
-                return _error(exc)
+            return _json(self.registry.config(subject, _flag(request, "defaultToGlobal")))
         if request.method == "DELETE":
             return await self._write(request, lambda: self.registry.delete_config(subject))
-        try:
-            body = await _body(request)
-        except RegistryError as exc:
-            return _error(exc)
+        body = await _body(request)
         return await self._write(request, lambda: self.registry.set_config(subject, body))
 
     async def _mode(self, request: Request) -> Response:
         subject = request.path_params.get("subject")
         if request.method == "GET":
-            try:
-                return _json(self.registry.mode(subject, _flag(request, "defaultToGlobal")))
-            except RegistryError as exc:
-                return _error(exc)
+            return _json(self.registry.mode(subject, _flag(request, "defaultToGlobal")))
         if request.method == "DELETE":
             assert subject is not None
             return await self._write(request, lambda: self.registry.delete_mode(subject))
-        try:
-            body = await _body(request)
-        except RegistryError as exc:
-            return _error(exc)
+        body = await _body(request)
         force = _flag(request, "force")
         return await self._write(request, lambda: self.registry.set_mode(subject, body, force))
 
     async def _compatibility(self, request: Request) -> Response:
-        try:
-            body = await _body(request)
-            return _json(self.registry.check_compatibility(
-                request.path_params["subject"], request.path_params.get("version"), body,
-                _flag(request, "verbose")))
-        except RegistryError as exc:
-            return _error(exc)
+        body = await _body(request)
+        return _json(self.registry.check_compatibility(
+            request.path_params["subject"], request.path_params.get("version"), body,
+            _flag(request, "verbose")))
 
 
 def _send(method: str, url: str, body: bytes) -> tuple[int | None, bytes]:

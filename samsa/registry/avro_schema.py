@@ -10,7 +10,13 @@ import avro.name
 import avro.schema
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
-from samsa.registry.parsed import ParsedSchema, ResolvedReference, SchemaInvalid
+from samsa.registry.parsed import (
+    ParsedSchema,
+    ResolvedReference,
+    SchemaInvalid,
+    compact_json,
+    parse_json,
+)
 
 SCHEMA_TYPE = "AVRO"
 
@@ -19,10 +25,7 @@ class AvroSchema:
     schema_type = SCHEMA_TYPE
 
     def __init__(self, text: str, references: list[ResolvedReference]) -> None:
-        try:
-            document = json.loads(text)
-        except ValueError as exc:
-            raise SchemaInvalid(f"not JSON: {exc}") from exc
+        document = parse_json(text)
         names = avro.name.Names()
         try:
             # referenced named types first, into the same namespace of names
@@ -32,8 +35,7 @@ class AvroSchema:
         except (avro.errors.AvroException, ValueError, TypeError, KeyError,
                 AttributeError) as exc:
             raise SchemaInvalid(str(exc) or type(exc).__name__) from exc
-        # compact JSON of the text as written (field order kept, as a registry answers it)
-        self._canonical = json.dumps(document, separators=(",", ":"))
+        self._canonical = compact_json(document)
 
     @property
     def canonical(self) -> str:

@@ -30,14 +30,19 @@ equality, ``unevaluated*``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
-from samsa.registry.parsed import ParsedSchema, ResolvedReference, SchemaInvalid
+from samsa.registry.parsed import (
+    ParsedSchema,
+    ResolvedReference,
+    SchemaInvalid,
+    compact_json,
+    parse_json,
+)
 
 SCHEMA_TYPE = "JSON"
 
@@ -51,10 +56,7 @@ class JsonSchema:
     schema_type = SCHEMA_TYPE
 
     def __init__(self, text: str, references: list[ResolvedReference]) -> None:
-        try:
-            document = json.loads(text)
-        except ValueError as exc:
-            raise SchemaInvalid(f"not JSON: {exc}") from exc
+        document = parse_json(text)
         if not isinstance(document, dict | bool):
             raise SchemaInvalid("a JSON Schema is an object or a boolean")
         try:
@@ -62,13 +64,10 @@ class JsonSchema:
         except jsonschema.exceptions.SchemaError as exc:
             raise SchemaInvalid(exc.message) from exc
         self.document: dict[str, Any] | bool = document
-        self.references: dict[str, Any] = {}
-        for ref in references:
-            try:
-                self.references[ref.name] = json.loads(ref.schema)
-            except ValueError as exc:
-                raise SchemaInvalid(f"reference {ref.name} is not JSON: {exc}") from exc
-        self._canonical = json.dumps(document, separators=(",", ":"))
+        self.references: dict[str, Any] = {
+            ref.name: parse_json(ref.schema, f"reference {ref.name} is not JSON")
+            for ref in references}
+        self._canonical = compact_json(document)
 
     @property
     def canonical(self) -> str:

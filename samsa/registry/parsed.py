@@ -3,8 +3,9 @@ stored, compared and answered) and the reasons a reader cannot read a writer's d
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,20 @@ class ResolvedReference:
 
 class SchemaInvalid(ValueError):
     """The text does not parse as a schema of its type (the registry's 42201)."""
+
+
+def parse_json(text: str, problem: str = "not JSON") -> Any:
+    """``text`` as JSON (an Avro or JSON Schema document); else SchemaInvalid(``problem: why``)."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise SchemaInvalid(f"{problem}: {exc}") from exc
+
+
+def compact_json(document: Any) -> str:
+    """A JSON document's canonical text: compact, its fields in the order written (as a
+    registry answers it)."""
+    return json.dumps(document, separators=(",", ":"))
 
 
 class ParsedSchema(Protocol):

@@ -79,7 +79,6 @@ class ProtobufSchema:
             raise
         except Exception as exc:  # the grammar's visitor on input it did not expect
             raise SchemaInvalid(f"cannot parse .proto: {exc}") from exc
-        self.syntax = parsed.syntax or "proto2"
         self.package = ""
         self.messages: dict[str, _Message] = {}
         self.enums: dict[str, dict[int, str]] = {}
@@ -90,7 +89,6 @@ class ProtobufSchema:
             self._collect(element, self.package)
         if not self.messages and not self.enums and not parsed.file_elements:
             raise SchemaInvalid("an empty .proto file")
-        self.imports = [e.name for e in parsed.file_elements if isinstance(e, ast.Import)]
         self._canonical = text.strip()
         self.file = parsed
 

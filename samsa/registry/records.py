@@ -16,28 +16,24 @@ CLEAR_SUBJECT = "CLEAR_SUBJECT"
 NOOP = "NOOP"
 
 
-def _encode(data: dict[str, Any] | None) -> bytes | None:
-    return None if data is None else json.dumps(data, separators=(",", ":")).encode()
+def _encode(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def schema_key(subject: str, version: int) -> bytes:
-    return _encode({"keytype": SCHEMA, "subject": subject, "version": version, "magic": 1}) or b""
+    return _encode({"keytype": SCHEMA, "subject": subject, "version": version, "magic": 1})
 
 
 def config_key(subject: str | None) -> bytes:
-    return _encode({"keytype": CONFIG, "subject": subject, "magic": 0}) or b""
+    return _encode({"keytype": CONFIG, "subject": subject, "magic": 0})
 
 
 def mode_key(subject: str | None) -> bytes:
-    return _encode({"keytype": MODE, "subject": subject, "magic": 0}) or b""
+    return _encode({"keytype": MODE, "subject": subject, "magic": 0})
 
 
 def delete_subject_key(subject: str) -> bytes:
-    return _encode({"keytype": DELETE_SUBJECT, "subject": subject, "magic": 0}) or b""
-
-
-def noop_key() -> bytes:
-    return _encode({"keytype": NOOP, "magic": 0}) or b""
+    return _encode({"keytype": DELETE_SUBJECT, "subject": subject, "magic": 0})
 
 
 def schema_value(subject: str, version: int, schema_id: int, schema_type: str, schema: str,
@@ -48,19 +44,19 @@ def schema_value(subject: str, version: int, schema_id: int, schema_type: str, s
         value["schemaType"] = schema_type
     if references:
         value["references"] = references
-    return _encode(value) or b""
+    return _encode(value)
 
 
 def config_value(level: str) -> bytes:
-    return _encode({"compatibilityLevel": level}) or b""
+    return _encode({"compatibilityLevel": level})
 
 
 def mode_value(mode: str) -> bytes:
-    return _encode({"mode": mode}) or b""
+    return _encode({"mode": mode})
 
 
 def delete_subject_value(subject: str, version: int) -> bytes:
-    return _encode({"subject": subject, "version": version}) or b""
+    return _encode({"subject": subject, "version": version})
 
 
 def decode(data: bytes | None) -> dict[str, Any] | None:

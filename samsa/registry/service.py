@@ -17,8 +17,8 @@ from samsa.registry.compatibility import DEFAULT_LEVEL, LEVELS, incompatibilitie
 from samsa.registry.errors import RegistryError
 from samsa.registry.parsed import ParsedSchema, Reference, ResolvedReference, SchemaInvalid
 from samsa.registry.protobuf_schema import ProtobufSchema
-from samsa.registry.schema_types import DEFAULT_TYPE, parse_schema
-from samsa.registry.state import SchemaKey, SchemaVersion
+from samsa.registry.schema_types import DEFAULT_TYPE, SCHEMA_TYPES, parse_schema
+from samsa.registry.state import RegistryState, SchemaKey, SchemaVersion
 from samsa.registry.store import KafkaStore
 
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
@@ -49,7 +49,7 @@ class Registry:
         self._parse = functools.lru_cache(maxsize=4096)(self._parse_key)
 
     @property
-    def state(self) -> Any:
+    def state(self) -> RegistryState:
         return self.store.state
 
     # --- schemas --------------------------------------------------------------------------
@@ -84,8 +84,7 @@ class Registry:
         if not isinstance(text, str) or not text.strip():
             raise RegistryError(errors.INVALID_SCHEMA, "Empty schema")
         schema_type = body.get("schemaType") or DEFAULT_TYPE
-        if not isinstance(schema_type, str) or schema_type.upper() not in (
-                "AVRO", "JSON", "PROTOBUF"):
+        if not isinstance(schema_type, str) or schema_type.upper() not in SCHEMA_TYPES:
             raise RegistryError(errors.INVALID_SCHEMA, f"Invalid schema type {schema_type}")
         try:
             refs = tuple(Reference(str(r["name"]), str(r["subject"]), int(r["version"]))
@@ -97,8 +96,7 @@ class Registry:
         return SchemaKey(parsed.schema_type, parsed.canonical, refs), parsed
 
     def _versions(self, subject: str, deleted: bool = False) -> list[SchemaVersion]:
-        found: list[SchemaVersion] = self.state.versions(subject, deleted)
-        return found
+        return self.state.versions(subject, deleted)
 
     def _find_version(self, subject: str, version_text: str, deleted: bool) -> SchemaVersion:
         version = parse_version(version_text)
@@ -224,14 +222,12 @@ class Registry:
                 mode = self.state.modes.get(None)
         return {"mode": mode or DEFAULT_MODE}
 
-    def _level(self, subject: str) -> str:
-        level: str = self.state.configs.get(subject) or self.state.configs.get(
-            None) or self.default_level
-        return level
+    def _level(self, subject: str | None) -> str:
+        return self.state.configs.get(subject) or self.state.configs.get(None) or (
+            self.default_level)
 
     def _mode(self, subject: str) -> str:
-        mode: str = self.state.modes.get(subject) or self.state.modes.get(None) or DEFAULT_MODE
-        return mode
+        return self.state.modes.get(subject) or self.state.modes.get(None) or DEFAULT_MODE
 
     def check_compatibility(self, subject: str, version: str | None, body: Mapping[str, Any],
                             verbose: bool = False) -> dict[str, Any]:
@@ -268,10 +264,8 @@ class Registry:
         wanted_version = body.get("version")
         with self._write_lock:
             with self.store.lock:
-                mode = self._mode(subject)
-                if mode in ("READONLY", "READONLY_OVERRIDE"):
-                    raise errors.not_permitted(f"Subject {subject} is in read-only mode")
-                importing = mode == "IMPORT"
+                self._check_writable(subject)
+                importing = self._mode(subject) == "IMPORT"
                 if wanted_id is not None and wanted_id != -1 and not importing:
                     raise errors.not_permitted(f"Subject {subject} is not in import mode")
                 every = self._versions(subject, deleted=True)
@@ -406,8 +400,7 @@ class Registry:
                 if subject is not None and subject not in self.state.configs and not (
                         self._versions(subject, deleted=True)):
                     raise errors.subject_not_found(subject)
-                old = self.state.configs.get(subject) or self.state.configs.get(
-                    None) or self.default_level
+                old = self._level(subject)
             self.store.write([(records.config_key(subject), None)])
         return {"compatibilityLevel": old}
 

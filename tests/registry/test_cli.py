@@ -15,16 +15,11 @@ from confluent_kafka.admin import AdminClient
 from waiting import wait_for
 
 from samsa.embedded import Broker
+from samsa.tools.zookeeper_server import free_port
 
 from .helpers import Http, record
 
 COMMAND = [sys.executable, "-m", "samsa.cli", "schema-registry"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.parametrize("args, message", [
@@ -89,7 +84,7 @@ def _serve_and_stop(process: subprocess.Popen[str], url: str) -> str:
 
 
 def test_run_with_flags(samsa_broker: Broker) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     stderr = _serve_and_stop(_run(["--bootstrap-server", samsa_broker.bootstrap_servers,
                                    "--listeners", url]), url)
@@ -98,7 +93,7 @@ def test_run_with_flags(samsa_broker: Broker) -> None:
 
 
 def test_run_with_a_properties_file(samsa_broker: Broker, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     properties = tmp_path / "schema-registry.properties"
     properties.write_text(
@@ -140,7 +135,7 @@ def _primary_url(bootstrap: str) -> str | None:
 
 def test_a_killed_primary_is_replaced(samsa_broker: Broker) -> None:
     """SIGKILL: no LeaveGroup; the group notices when the session times out (10 s)."""
-    urls = [f"http://127.0.0.1:{_free_port()}" for _ in range(2)]
+    urls = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
     processes = {url: _run(["--bootstrap-server", samsa_broker.bootstrap_servers,
                             "--listeners", url]) for url in urls}
     try:
