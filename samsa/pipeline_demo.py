@@ -114,13 +114,7 @@ def run_deployment_demo(workdir: Path, events: int, rate: float, load_interval: 
         result = audit_deployment(spark, deployment.offline_bootstrap, table, LIVE,
                                   schema_registry_url=deployment.schema_registry_url,
                                   read_committed=True)
-    totals: dict[tuple[str, str], list[int]] = {}
-    for w in result.windows:
-        total = totals.setdefault((w.cluster, w.topic), [0, 0, 0, 0])
-        total[0] += 1
-        total[1] += w.monitored
-        total[2] += w.loaded
-        total[3] += w.status != "ok"
+    totals = result.totals(lambda w: (w.cluster, w.topic))
     click.echo(table_text(
         ("source", "topic", "windows", "monitored", "loaded", "mismatched windows"),
         [(c, t, *v) for (c, t), v in sorted(totals.items())],

@@ -15,10 +15,10 @@ cluster once per source cluster: ``live1.monitoring`` holds live1's frontends' c
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from samsa.pipeline.decode import MONITORING_COLUMNS, decode_monitoring
 from samsa.pipeline.events import DEFAULT_TOPICS, Topics
@@ -27,6 +27,9 @@ from samsa.tools.common import spark_log_level
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,17 @@ class AuditResult:
     @property
     def ok(self) -> bool:
         return not self.mismatches and self.duplicates == 0
+
+    def totals(self, by: Callable[[WindowCheck], K]) -> dict[K, list[int]]:
+        """Per ``by(window)``: [windows, monitored, loaded, mismatched windows]."""
+        totals: dict[K, list[int]] = {}
+        for w in self.windows:
+            total = totals.setdefault(by(w), [0, 0, 0, 0])
+            total[0] += 1
+            total[1] += w.monitored
+            total[2] += w.loaded
+            total[3] += w.status != "ok"
+        return totals
 
 
 class AuditError(RuntimeError):

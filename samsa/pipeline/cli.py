@@ -243,13 +243,7 @@ def audit_command(bootstrap_server: str, topic_prefix: str, table: Path, master:
             ("topic", "window (UTC)", "monitored", "loaded", "status"),
             [(w.topic, _utc(w.window_start), w.monitored, w.loaded, w.status) for w in shown],
         ))
-    totals: dict[str, list[int]] = {}
-    for w in result.windows:
-        total = totals.setdefault(w.topic, [0, 0, 0, 0])
-        total[0] += 1
-        total[1] += w.monitored
-        total[2] += w.loaded
-        total[3] += w.status != "ok"
+    totals = result.totals(lambda w: w.topic)
     click.echo(table_text(
         ("topic", "windows", "monitored", "loaded", "mismatched windows"),
         [(t, *v) for t, v in sorted(totals.items())],
