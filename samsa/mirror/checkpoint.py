@@ -24,13 +24,14 @@ from samsa.mirror.config import MirrorMakerConfig, SourceAndTarget
 from samsa.mirror.metrics import FlowMetrics
 from samsa.mirror.offset_syncs import OffsetSyncStore
 from samsa.mirror.source import capped_replication
+from samsa.mirror.task import MirrorTask
 from samsa.mirror.topics import ADMIN_TIMEOUT_S, TopicFilter, ensure_internal_topic
 from samsa.tools.mirror_client import Checkpoint, OffsetSync, SchemaError, read_checkpoints
 
 log = logging.getLogger(__name__)
 
 
-class CheckpointFlow:
+class CheckpointFlow(MirrorTask):
     def __init__(self, config: MirrorMakerConfig, flow: SourceAndTarget, stop: threading.Event,
                  metrics: FlowMetrics) -> None:
         self.config, self.flow, self.stop, self.metrics = config, flow, stop, metrics
@@ -43,14 +44,6 @@ class CheckpointFlow:
         self.sync_interval_s = config.get_int(flow, "sync.group.offsets.interval.seconds")
         self.store = OffsetSyncStore()
         self.checkpoints: dict[str, dict[tuple[str, int], Checkpoint]] = {}
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:
-            self.error = exc
-            self.stop.set()
 
     def _run(self) -> None:
         s, t, name = self.flow.source, self.flow.target, str(self.flow)

@@ -31,6 +31,7 @@ from samsa.mirror.config import MirrorMakerConfig, SourceAndTarget
 from samsa.mirror.metrics import FlowMetrics
 from samsa.mirror.offset_store import offsets_topic, produce_offsets, read_offsets
 from samsa.mirror.offset_syncs import PartitionState
+from samsa.mirror.task import MirrorTask
 from samsa.mirror.topics import (
     TopicFilter,
     ensure_internal_topic,
@@ -64,7 +65,7 @@ def capped_replication(admin: Any, wanted: int) -> int:
     return max(1, min(wanted, brokers))
 
 
-class SourceFlow:
+class SourceFlow(MirrorTask):
     def __init__(self, config: MirrorMakerConfig, flow: SourceAndTarget, stop: threading.Event,
                  worker_id: str | None = None, task: int = 0) -> None:
         self.config, self.flow, self.stop = config, flow, stop
@@ -72,7 +73,6 @@ class SourceFlow:
         self.filter = TopicFilter.of(config, flow)
         self.eos = config.exactly_once(flow)
         self.metrics = FlowMetrics(str(flow))
-        self.error: BaseException | None = None
         self.ready = threading.Event()  # set once the consumer is subscribed
         self.max_offset_lag = config.get_int(flow, "offset.lag.max")
         self.emit_syncs = config.get_bool(flow, "emit.offset-syncs.enabled")
@@ -109,13 +109,6 @@ class SourceFlow:
         self._failure: KafkaError | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:  # handed to the runner, which stops the process
-            self.error = exc
-            self.stop.set()
 
     def _run(self) -> None:
         s, t, name = self.flow.source, self.flow.target, f"{self.flow}"
