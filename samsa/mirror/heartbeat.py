@@ -12,7 +12,6 @@ from confluent_kafka import Producer
 
 from samsa.mirror import clients
 from samsa.mirror.config import MirrorMakerConfig, SourceAndTarget
-from samsa.mirror.source import capped_replication
 from samsa.mirror.task import MirrorTask
 from samsa.mirror.topics import ensure_internal_topic
 from samsa.tools.mirror_client import Heartbeat
@@ -31,7 +30,7 @@ class Heartbeats(MirrorTask):
             admin = clients.admin(self.config, target, f"heartbeats-{target}-admin")
             rf = max(self.config.get_int(p, "heartbeats.topic.replication.factor")
                      for p in self.pairs if p.target == target)
-            ensure_internal_topic(admin, topic, capped_replication(admin, rf))
+            ensure_internal_topic(admin, topic, rf)
             producers[target] = clients.producer(self.config, target, f"heartbeats-{target}")
         due: dict[SourceAndTarget, float] = {p: 0.0 for p in self.pairs}
         try:

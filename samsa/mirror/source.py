@@ -34,6 +34,7 @@ from samsa.mirror.offset_syncs import PartitionState
 from samsa.mirror.task import MirrorTask
 from samsa.mirror.topics import (
     TopicFilter,
+    capped_replication,
     ensure_internal_topic,
     ensure_topics,
     partition_counts,
@@ -51,18 +52,6 @@ MAX_PENDING_SYNCS = 10_000
 
 def worker_group(flow: SourceAndTarget) -> str:
     return f"mm2-{flow}"
-
-
-def capped_replication(admin: Any, wanted: int) -> int:
-    """A replication factor the cluster can meet: -1 (the broker's default) or at most its
-    broker count (MM2's defaults of 2 and 3 do not fit a one-broker test cluster)."""
-    if wanted == -1:
-        return -1
-    brokers = len(admin.list_topics(timeout=30).brokers)
-    if wanted > brokers:
-        log.warning("replication factor %d capped to the %d broker(s) of the cluster", wanted,
-                    brokers)
-    return max(1, min(wanted, brokers))
 
 
 class SourceFlow(MirrorTask):
@@ -119,15 +108,13 @@ class SourceFlow(MirrorTask):
         rf = self.config.get_int(self.flow, "replication.factor")
         self.replication_factor = capped_replication(self.target_admin, rf)
         offsets_rf = self.config.get_int(self.flow, "offset.storage.replication.factor")
-        ensure_internal_topic(self.target_admin, offsets_topic(s),
-                              capped_replication(self.target_admin, offsets_rf))
+        ensure_internal_topic(self.target_admin, offsets_topic(s), offsets_rf)
         syncs_alias = self.config.offset_syncs_cluster(self.flow)
         self.syncs_topic = self.filter.policy.offset_syncs_topic(t)
         if self.emit_syncs:
             syncs_admin = self.source_admin if syncs_alias == s else self.target_admin
             syncs_rf = self.config.get_int(self.flow, "offset-syncs.topic.replication.factor")
-            ensure_internal_topic(syncs_admin, self.syncs_topic,
-                                  capped_replication(syncs_admin, syncs_rf))
+            ensure_internal_topic(syncs_admin, self.syncs_topic, syncs_rf)
             self.sync_producer = clients.producer(
                 self.config, syncs_alias, f"{name}-offset-syncs",
                 {"queue.buffering.max.messages": MAX_PENDING_SYNCS})
