@@ -75,12 +75,10 @@ class SourceFlow(MirrorTask):
         interval = config.transaction_interval_ms(flow)
         self.txn_interval_s = None if interval is None else interval / 1000
         self._txn_started = 0.0
-        # per source (topic, partition): upstream offsets produced and not yet acknowledged
         # per source (topic, partition): the reported records produced and not yet reported:
         # (upstream offset, timestamp, consumed at, contiguous, records, bytes they stand for)
         self._inflight: dict[tuple[str, int], deque[tuple[int, float, float, bool, int, int]]] = {}
         self._produced: dict[tuple[str, int], int] = {}  # last upstream offset produced
-        self._unreported: dict[tuple[str, int], tuple[int, int]] = {}  # records, bytes
         self._acked: dict[tuple[str, int], int] = {}  # last upstream offset acknowledged
         self._stored: dict[tuple[str, int], int] = {}  # last upstream offset written as progress
         self._txn_offsets: dict[tuple[str, int], int] = {}  # EOS: last offset in this txn
@@ -214,8 +212,7 @@ class SourceFlow(MirrorTask):
         self._commit(final=True)
         for tp in partitions:
             key = (tp.topic, tp.partition)
-            for d in (self._acked, self._stored, self._states, self._inflight, self._produced,
-                      self._unreported):
+            for d in (self._acked, self._stored, self._states, self._inflight, self._produced):
                 d.pop(key, None)
         consumer.unassign()
         self.metrics.partitions = 0
@@ -263,67 +260,77 @@ class SourceFlow(MirrorTask):
         partition come in order (idempotent producer), so a report also acknowledges the
         records produced before it. (Records are typed Any: Message's getters are Optional
         for error events only, and a record has them all.)"""
-        last: dict[tuple[str, int], int] = {}
-        for i, msg in enumerate(msgs):
-            if msg.error() is None:
-                last[(msg.topic(), msg.partition())] = i
-        produce = self.producer.produce
-        delivered = self._delivered
-        lag_max = self.max_offset_lag
-        now = time.time()
-        for i, msg in enumerate(msgs):
+        records: list[Any] = []
+        last: dict[tuple[str, int], int] = {}  # the index of each partition's last record
+        for msg in msgs:
             err = msg.error()
             if err is not None:
                 if err.code() != KafkaError._PARTITION_EOF:
                     log.warning("%s: consumer error: %s", self.flow, err)
                 continue
-            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            key = (topic, partition)
+            last[(msg.topic(), msg.partition())] = len(records)
+            records.append(msg)
+        if not records:
+            return
+        # per partition, not per record: its remote topic, which the target must have
+        for topic, partition in last:
             remote = self._remote.get(topic)
             if remote is None:
                 remote = self.filter.remote_topic(topic)
                 self._remote[topic], self._upstream[remote] = remote, topic
             if partition >= self._target_partitions.get(remote, 0):
-                self._grow(topic, remote, partition)
-            if self.eos and not self._in_txn:
-                self.producer.begin_transaction()
-                self._in_txn = True
-                self._txn_started = time.monotonic()
+                self._grow(remote, partition)
+        if self.eos and not self._in_txn:
+            self.producer.begin_transaction()
+            self._in_txn = True
+            self._txn_started = time.monotonic()
+        produce = self.producer.produce
+        delivered = self._delivered
+        lag_max = self.max_offset_lag
+        remotes = self._remote
+        # per partition: the records and bytes since its last reported record in this poll
+        # (the last record of a partition in a poll is always reported)
+        unreported: dict[tuple[str, int], tuple[int, int]] = {}
+        now = time.time()
+        for i, msg in enumerate(records):
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            key = (topic, partition)
+            remote = remotes[topic]
             value, mkey = msg.value(), msg.key()
             ts_type, ts = msg.timestamp()
+            timestamp = ts if ts_type else 0  # none: the target's producer stamps it
             previous = self._produced.get(key)
             contiguous = previous is not None and offset == previous + 1
             self._produced[key] = offset
-            count, size = self._unreported.get(key, (0, 0))
+            count, size = unreported.get(key, (0, 0))
             count += 1
             size += (len(value) if value else 0) + (len(mkey) if mkey else 0)
             report = i == last[key] or not contiguous or offset % lag_max == 0
             if report:
-                self._unreported[key] = (0, 0)
+                unreported[key] = (0, 0)
                 queue = self._inflight.get(key)
                 if queue is None:
                     queue = self._inflight[key] = deque()
                 queue.append((offset, ts if ts_type else now * 1000, now, contiguous, count,
                               size))
             else:
-                self._unreported[key] = (count, size)
+                unreported[key] = (count, size)
             while True:
                 try:
                     if report:
-                        produce(remote, value, mkey, partition=partition,
-                                timestamp=ts if ts_type else 0, headers=msg.headers(),
-                                on_delivery=delivered)
+                        produce(remote, value, mkey, partition=partition, timestamp=timestamp,
+                                headers=msg.headers(), on_delivery=delivered)
                     else:
-                        produce(remote, value, mkey, partition=partition,
-                                timestamp=ts if ts_type else 0, headers=msg.headers())
+                        produce(remote, value, mkey, partition=partition, timestamp=timestamp,
+                                headers=msg.headers())
                     break
                 except BufferError:
                     self.producer.poll(0.05)
         if self.eos:
-            for (topic, partition), i in last.items():
-                self._txn_offsets[(topic, partition)] = msgs[i].offset()
+            for key, i in last.items():
+                self._txn_offsets[key] = records[i].offset()
 
-    def _grow(self, topic: str, remote: str, partition: int) -> None:
+    def _grow(self, remote: str, partition: int) -> None:
         """A record of a partition the remote topic lacks: sync the topic now, and wait for the
         producer to see the new partition."""
         self._sync_topics(configs=False)
