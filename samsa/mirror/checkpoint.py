@@ -23,14 +23,14 @@ from samsa.mirror import clients
 from samsa.mirror.config import MirrorMakerConfig, SourceAndTarget
 from samsa.mirror.metrics import FlowMetrics
 from samsa.mirror.offset_syncs import OffsetSyncStore
-from samsa.mirror.source import capped_replication
+from samsa.mirror.task import MirrorTask
 from samsa.mirror.topics import ADMIN_TIMEOUT_S, TopicFilter, ensure_internal_topic
 from samsa.tools.mirror_client import Checkpoint, OffsetSync, SchemaError, read_checkpoints
 
 log = logging.getLogger(__name__)
 
 
-class CheckpointFlow:
+class CheckpointFlow(MirrorTask):
     def __init__(self, config: MirrorMakerConfig, flow: SourceAndTarget, stop: threading.Event,
                  metrics: FlowMetrics) -> None:
         self.config, self.flow, self.stop, self.metrics = config, flow, stop, metrics
@@ -43,14 +43,6 @@ class CheckpointFlow:
         self.sync_interval_s = config.get_int(flow, "sync.group.offsets.interval.seconds")
         self.store = OffsetSyncStore()
         self.checkpoints: dict[str, dict[tuple[str, int], Checkpoint]] = {}
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:
-            self.error = exc
-            self.stop.set()
 
     def _run(self) -> None:
         s, t, name = self.flow.source, self.flow.target, str(self.flow)
@@ -58,8 +50,7 @@ class CheckpointFlow:
         self.target_admin = clients.admin(self.config, t, f"{name}-checkpoint-target-admin")
         self.checkpoints_topic = self.policy.checkpoints_topic(s)
         rf = self.config.get_int(self.flow, "checkpoints.topic.replication.factor")
-        ensure_internal_topic(self.target_admin, self.checkpoints_topic,
-                              capped_replication(self.target_admin, rf))
+        ensure_internal_topic(self.target_admin, self.checkpoints_topic, rf)
         for c in read_checkpoints(clients.config_for(self.config, t, "consumer",
                                                      f"{name}-checkpoints-reader"),
                                   self.checkpoints_topic):
@@ -68,8 +59,8 @@ class CheckpointFlow:
         syncs_alias = self.config.offset_syncs_cluster(self.flow)
         self.syncs_topic = self.policy.offset_syncs_topic(t)
         syncs_admin = self.source_admin if syncs_alias == s else self.target_admin
-        ensure_internal_topic(syncs_admin, self.syncs_topic, capped_replication(
-            syncs_admin, self.config.get_int(self.flow, "offset-syncs.topic.replication.factor")))
+        ensure_internal_topic(syncs_admin, self.syncs_topic, self.config.get_int(
+            self.flow, "offset-syncs.topic.replication.factor"))
         self.syncs = clients.consumer(self.config, syncs_alias, f"{name}-offset-syncs-reader", {
             "group.id": f"mm2-offset-syncs-reader.{self.flow}", "enable.partition.eof": True,
             "isolation.level": "read_committed"})

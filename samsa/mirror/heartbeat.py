@@ -12,24 +12,16 @@ from confluent_kafka import Producer
 
 from samsa.mirror import clients
 from samsa.mirror.config import MirrorMakerConfig, SourceAndTarget
-from samsa.mirror.source import capped_replication
+from samsa.mirror.task import MirrorTask
 from samsa.mirror.topics import ensure_internal_topic
 from samsa.tools.mirror_client import Heartbeat
 
 
-class Heartbeats:
+class Heartbeats(MirrorTask):
     def __init__(self, config: MirrorMakerConfig, stop: threading.Event) -> None:
         self.config, self.stop = config, stop
         self.pairs = [p for p in config.heartbeat_pairs()
                       if config.get_bool(p, "emit.heartbeats.enabled")]
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:
-            self.error = exc
-            self.stop.set()
 
     def _run(self) -> None:
         producers: dict[str, Producer] = {}
@@ -38,7 +30,7 @@ class Heartbeats:
             admin = clients.admin(self.config, target, f"heartbeats-{target}-admin")
             rf = max(self.config.get_int(p, "heartbeats.topic.replication.factor")
                      for p in self.pairs if p.target == target)
-            ensure_internal_topic(admin, topic, capped_replication(admin, rf))
+            ensure_internal_topic(admin, topic, rf)
             producers[target] = clients.producer(self.config, target, f"heartbeats-{target}")
         due: dict[SourceAndTarget, float] = {p: 0.0 for p in self.pairs}
         try:

@@ -19,7 +19,7 @@ import json
 import time
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from samsa.tools.mirror_client import high_watermark
 
@@ -69,7 +69,7 @@ def read_offsets(consumer_config: dict[str, Any], source_alias: str,
             for msg in msgs:
                 if msg.error():
                     # partition EOF: the last stable offset, read_committed's end
-                    done = done or msg.error().code() == -191
+                    done = done or msg.error().code() == KafkaError._PARTITION_EOF
                     continue
                 try:
                     key = json.loads(msg.key())

@@ -6,20 +6,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
 from samsa.mirror.checkpoint import CheckpointFlow
 from samsa.mirror.config import MirrorMakerConfig
 from samsa.mirror.heartbeat import Heartbeats
 from samsa.mirror.metrics import Progress
 from samsa.mirror.source import SourceFlow
+from samsa.mirror.task import MirrorTask
 from samsa.tools.common import describe_error
-
-
-class _Task(Protocol):
-    error: BaseException | None
-
-    def run(self) -> None: ...
 
 
 class MirrorError(RuntimeError):
@@ -47,7 +41,7 @@ class MirrorMaker:
                                 or config.get_bool(s.flow, "sync.group.offsets.enabled"))]
         self.heartbeats = Heartbeats(config, self.stop_event)
         self.heartbeats.pairs = [p for p in self.heartbeats.pairs if p.target in targets]
-        self.tasks: list[_Task] = [*self.sources, *self.checkpoints]
+        self.tasks: list[MirrorTask] = [*self.sources, *self.checkpoints]
         if self.heartbeats.pairs:
             self.tasks.append(self.heartbeats)
         self.progress = Progress([s.metrics for s in self.sources])

@@ -31,8 +31,10 @@ from samsa.mirror.config import MirrorMakerConfig, SourceAndTarget
 from samsa.mirror.metrics import FlowMetrics
 from samsa.mirror.offset_store import offsets_topic, produce_offsets, read_offsets
 from samsa.mirror.offset_syncs import PartitionState
+from samsa.mirror.task import MirrorTask
 from samsa.mirror.topics import (
     TopicFilter,
+    capped_replication,
     ensure_internal_topic,
     ensure_topics,
     partition_counts,
@@ -52,19 +54,7 @@ def worker_group(flow: SourceAndTarget) -> str:
     return f"mm2-{flow}"
 
 
-def capped_replication(admin: Any, wanted: int) -> int:
-    """A replication factor the cluster can meet: -1 (the broker's default) or at most its
-    broker count (MM2's defaults of 2 and 3 do not fit a one-broker test cluster)."""
-    if wanted == -1:
-        return -1
-    brokers = len(admin.list_topics(timeout=30).brokers)
-    if wanted > brokers:
-        log.warning("replication factor %d capped to the %d broker(s) of the cluster", wanted,
-                    brokers)
-    return max(1, min(wanted, brokers))
-
-
-class SourceFlow:
+class SourceFlow(MirrorTask):
     def __init__(self, config: MirrorMakerConfig, flow: SourceAndTarget, stop: threading.Event,
                  worker_id: str | None = None, task: int = 0) -> None:
         self.config, self.flow, self.stop = config, flow, stop
@@ -72,7 +62,6 @@ class SourceFlow:
         self.filter = TopicFilter.of(config, flow)
         self.eos = config.exactly_once(flow)
         self.metrics = FlowMetrics(str(flow))
-        self.error: BaseException | None = None
         self.ready = threading.Event()  # set once the consumer is subscribed
         self.max_offset_lag = config.get_int(flow, "offset.lag.max")
         self.emit_syncs = config.get_bool(flow, "emit.offset-syncs.enabled")
@@ -86,12 +75,10 @@ class SourceFlow:
         interval = config.transaction_interval_ms(flow)
         self.txn_interval_s = None if interval is None else interval / 1000
         self._txn_started = 0.0
-        # per source (topic, partition): upstream offsets produced and not yet acknowledged
         # per source (topic, partition): the reported records produced and not yet reported:
         # (upstream offset, timestamp, consumed at, contiguous, records, bytes they stand for)
         self._inflight: dict[tuple[str, int], deque[tuple[int, float, float, bool, int, int]]] = {}
         self._produced: dict[tuple[str, int], int] = {}  # last upstream offset produced
-        self._unreported: dict[tuple[str, int], tuple[int, int]] = {}  # records, bytes
         self._acked: dict[tuple[str, int], int] = {}  # last upstream offset acknowledged
         self._stored: dict[tuple[str, int], int] = {}  # last upstream offset written as progress
         self._txn_offsets: dict[tuple[str, int], int] = {}  # EOS: last offset in this txn
@@ -110,13 +97,6 @@ class SourceFlow:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:  # handed to the runner, which stops the process
-            self.error = exc
-            self.stop.set()
-
     def _run(self) -> None:
         s, t, name = self.flow.source, self.flow.target, f"{self.flow}"
         self.source_admin = clients.admin(self.config, s, f"{name}-source-admin")
@@ -126,15 +106,13 @@ class SourceFlow:
         rf = self.config.get_int(self.flow, "replication.factor")
         self.replication_factor = capped_replication(self.target_admin, rf)
         offsets_rf = self.config.get_int(self.flow, "offset.storage.replication.factor")
-        ensure_internal_topic(self.target_admin, offsets_topic(s),
-                              capped_replication(self.target_admin, offsets_rf))
+        ensure_internal_topic(self.target_admin, offsets_topic(s), offsets_rf)
         syncs_alias = self.config.offset_syncs_cluster(self.flow)
         self.syncs_topic = self.filter.policy.offset_syncs_topic(t)
         if self.emit_syncs:
             syncs_admin = self.source_admin if syncs_alias == s else self.target_admin
             syncs_rf = self.config.get_int(self.flow, "offset-syncs.topic.replication.factor")
-            ensure_internal_topic(syncs_admin, self.syncs_topic,
-                                  capped_replication(syncs_admin, syncs_rf))
+            ensure_internal_topic(syncs_admin, self.syncs_topic, syncs_rf)
             self.sync_producer = clients.producer(
                 self.config, syncs_alias, f"{name}-offset-syncs",
                 {"queue.buffering.max.messages": MAX_PENDING_SYNCS})
@@ -234,8 +212,7 @@ class SourceFlow:
         self._commit(final=True)
         for tp in partitions:
             key = (tp.topic, tp.partition)
-            for d in (self._acked, self._stored, self._states, self._inflight, self._produced,
-                      self._unreported):
+            for d in (self._acked, self._stored, self._states, self._inflight, self._produced):
                 d.pop(key, None)
         consumer.unassign()
         self.metrics.partitions = 0
@@ -283,67 +260,77 @@ class SourceFlow:
         partition come in order (idempotent producer), so a report also acknowledges the
         records produced before it. (Records are typed Any: Message's getters are Optional
         for error events only, and a record has them all.)"""
-        last: dict[tuple[str, int], int] = {}
-        for i, msg in enumerate(msgs):
-            if msg.error() is None:
-                last[(msg.topic(), msg.partition())] = i
-        produce = self.producer.produce
-        delivered = self._delivered
-        lag_max = self.max_offset_lag
-        now = time.time()
-        for i, msg in enumerate(msgs):
+        records: list[Any] = []
+        last: dict[tuple[str, int], int] = {}  # the index of each partition's last record
+        for msg in msgs:
             err = msg.error()
             if err is not None:
                 if err.code() != KafkaError._PARTITION_EOF:
                     log.warning("%s: consumer error: %s", self.flow, err)
                 continue
-            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            key = (topic, partition)
+            last[(msg.topic(), msg.partition())] = len(records)
+            records.append(msg)
+        if not records:
+            return
+        # per partition, not per record: its remote topic, which the target must have
+        for topic, partition in last:
             remote = self._remote.get(topic)
             if remote is None:
                 remote = self.filter.remote_topic(topic)
                 self._remote[topic], self._upstream[remote] = remote, topic
             if partition >= self._target_partitions.get(remote, 0):
-                self._grow(topic, remote, partition)
-            if self.eos and not self._in_txn:
-                self.producer.begin_transaction()
-                self._in_txn = True
-                self._txn_started = time.monotonic()
+                self._grow(remote, partition)
+        if self.eos and not self._in_txn:
+            self.producer.begin_transaction()
+            self._in_txn = True
+            self._txn_started = time.monotonic()
+        produce = self.producer.produce
+        delivered = self._delivered
+        lag_max = self.max_offset_lag
+        remotes = self._remote
+        # per partition: the records and bytes since its last reported record in this poll
+        # (the last record of a partition in a poll is always reported)
+        unreported: dict[tuple[str, int], tuple[int, int]] = {}
+        now = time.time()
+        for i, msg in enumerate(records):
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            key = (topic, partition)
+            remote = remotes[topic]
             value, mkey = msg.value(), msg.key()
             ts_type, ts = msg.timestamp()
+            timestamp = ts if ts_type else 0  # none: the target's producer stamps it
             previous = self._produced.get(key)
             contiguous = previous is not None and offset == previous + 1
             self._produced[key] = offset
-            count, size = self._unreported.get(key, (0, 0))
+            count, size = unreported.get(key, (0, 0))
             count += 1
             size += (len(value) if value else 0) + (len(mkey) if mkey else 0)
             report = i == last[key] or not contiguous or offset % lag_max == 0
             if report:
-                self._unreported[key] = (0, 0)
+                unreported[key] = (0, 0)
                 queue = self._inflight.get(key)
                 if queue is None:
                     queue = self._inflight[key] = deque()
                 queue.append((offset, ts if ts_type else now * 1000, now, contiguous, count,
                               size))
             else:
-                self._unreported[key] = (count, size)
+                unreported[key] = (count, size)
             while True:
                 try:
                     if report:
-                        produce(remote, value, mkey, partition=partition,
-                                timestamp=ts if ts_type else 0, headers=msg.headers(),
-                                on_delivery=delivered)
+                        produce(remote, value, mkey, partition=partition, timestamp=timestamp,
+                                headers=msg.headers(), on_delivery=delivered)
                     else:
-                        produce(remote, value, mkey, partition=partition,
-                                timestamp=ts if ts_type else 0, headers=msg.headers())
+                        produce(remote, value, mkey, partition=partition, timestamp=timestamp,
+                                headers=msg.headers())
                     break
                 except BufferError:
                     self.producer.poll(0.05)
         if self.eos:
-            for (topic, partition), i in last.items():
-                self._txn_offsets[(topic, partition)] = msgs[i].offset()
+            for key, i in last.items():
+                self._txn_offsets[key] = records[i].offset()
 
-    def _grow(self, topic: str, remote: str, partition: int) -> None:
+    def _grow(self, remote: str, partition: int) -> None:
         """A record of a partition the remote topic lacks: sync the topic now, and wait for the
         producer to see the new partition."""
         self._sync_topics(configs=False)

@@ -98,29 +98,24 @@ def partition_counts(admin: AdminClient, topics: Iterable[str] | None = None) ->
 
 
 def ensure_topics(admin: AdminClient, wanted: dict[str, int], replication_factor: int,
-                  configs: dict[str, dict[str, str]] | None = None) -> list[str]:
-    """Create the missing topics and add partitions to those with fewer than wanted; the
-    names of the topics created or grown."""
+                  configs: dict[str, dict[str, str]] | None = None) -> None:
+    """Create the missing topics and add partitions to those with fewer than wanted."""
     existing = partition_counts(admin)
     new = [NewTopic(name, count, replication_factor, config=(configs or {}).get(name, {}))
            for name, count in wanted.items() if name not in existing]
     grow = [NewPartitions(name, count) for name, count in wanted.items()
             if name in existing and existing[name] < count]
-    changed = []
     if new:
         failed = _errors(admin.create_topics(new, operation_timeout=ADMIN_TIMEOUT_S))
         for exc in failed.values():
             if exc.args[0].name() not in _ALREADY_EXISTS:
                 raise exc
-        changed += [t.topic for t in new if t.topic not in failed]
         wait_for_leaders(admin, {t.topic: t.num_partitions for t in new})
     if grow:
         failed = _errors(admin.create_partitions(grow, operation_timeout=ADMIN_TIMEOUT_S))
         for exc in failed.values():
             if exc.args[0].name() != "INVALID_PARTITIONS":  # another worker grew it first
                 raise exc
-        changed += [p.topic for p in grow]
-    return changed
 
 
 def wait_for_leaders(admin: AdminClient, topics: dict[str, int]) -> None:
@@ -140,10 +135,22 @@ def wait_for_leaders(admin: AdminClient, topics: dict[str, int]) -> None:
             time.sleep(0.1)
 
 
-def ensure_internal_topic(admin: AdminClient, name: str, replication_factor: int,
-                          compacted: bool = True) -> None:
-    ensure_topics(admin, {name: 1}, replication_factor,
-                  {name: {"cleanup.policy": "compact"}} if compacted else None)
+def capped_replication(admin: AdminClient, wanted: int) -> int:
+    """A replication factor the cluster can meet: -1 (the broker's default) or at most its
+    broker count (MM2's defaults of 2 and 3 do not fit a one-broker test cluster)."""
+    if wanted == -1:
+        return -1
+    brokers = len(admin.list_topics(timeout=30).brokers)
+    if wanted > brokers:
+        log.warning("replication factor %d capped to the %d broker(s) of the cluster", wanted,
+                    brokers)
+    return max(1, min(wanted, brokers))
+
+
+def ensure_internal_topic(admin: AdminClient, name: str, replication_factor: int) -> None:
+    """One compacted partition, the replication factor capped to what the cluster has."""
+    ensure_topics(admin, {name: 1}, capped_replication(admin, replication_factor),
+                  {name: {"cleanup.policy": "compact"}})
 
 
 def source_topic_configs(admin: AdminClient, topics: Iterable[str],
@@ -170,10 +177,10 @@ def source_topic_configs(admin: AdminClient, topics: Iterable[str],
     return result
 
 
-def sync_topic_configs(admin: AdminClient, wanted: dict[str, dict[str, str]]) -> list[str]:
-    """Set the source's configs on the remote topics where they differ; the topics altered."""
+def sync_topic_configs(admin: AdminClient, wanted: dict[str, dict[str, str]]) -> None:
+    """Set the source's configs on the remote topics where they differ."""
     if not wanted:
-        return []
+        return
     current = {}
     for resource, future in admin.describe_configs(
             [ConfigResource(ConfigResource.Type.TOPIC, t) for t in wanted]).items():
@@ -190,8 +197,7 @@ def sync_topic_configs(admin: AdminClient, wanted: dict[str, dict[str, str]]) ->
             changes.append(ConfigResource(ConfigResource.Type.TOPIC, topic,
                                           incremental_configs=entries))
     if not changes:
-        return []
+        return
     failed = _errors(admin.incremental_alter_configs(changes))
     for resource, exc in failed.items():
         log.warning("cannot alter the configs of %s: %s", resource, exc)
-    return [c.name for c in changes]

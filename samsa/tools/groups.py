@@ -847,15 +847,19 @@ class GroupTool:
                 self._commit(group_id, offsets)
         return planned
 
-    def _partitions_to_reset(
-        self, plan: ResetPlan, committed: dict[TP, TopicPartition]
-    ) -> list[TP]:
-        chosen: list[TP] = sorted(committed) if plan.all_topics else []
+    def _chosen(self, plan: ResetPlan, known: Iterable[TP]) -> list[TP]:
+        """The partitions --all-topics (those ``known``) or --topic name, once each."""
+        chosen: list[TP] = sorted(known) if plan.all_topics else []
         for topic, partitions in plan.topics:
             if partitions is None:
                 partitions = self.partitions_of(topic)
             chosen += [(topic, p) for p in partitions]
-        chosen = list(dict.fromkeys(chosen))
+        return list(dict.fromkeys(chosen))
+
+    def _partitions_to_reset(
+        self, plan: ResetPlan, committed: dict[TP, TopicPartition]
+    ) -> list[TP]:
+        chosen = self._chosen(plan, committed)
         unknown = [tp for tp in chosen if tp[0] not in self.metadata.topics
                    or tp[1] not in self.metadata.topics[tp[0]].partitions]
         if unknown:
@@ -919,14 +923,7 @@ class GroupTool:
         except LookupError as exc:
             raise ToolError(f"--to-checkpoint {plan.checkpoint_alias}: {exc}") from exc
         found = {tp: offset for tp, (offset, _) in translated.items()}
-        if plan.all_topics:
-            chosen = sorted(found)
-        else:
-            chosen = []
-            for topic, partitions in plan.topics:
-                if partitions is None:
-                    partitions = self.partitions_of(topic)
-                chosen += [(topic, p) for p in partitions]
+        chosen = self._chosen(plan, found)
         for tp in chosen:
             if tp not in found:
                 self.notes.append(f"WARN: No checkpoint of group {group_id} from "

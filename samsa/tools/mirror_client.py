@@ -88,6 +88,12 @@ class _Reader:
     def i64(self) -> int:
         return int(_I64.unpack(self._take(8))[0])
 
+    def version0(self, record: str) -> None:
+        """The version field of a value: 0 is the only one Kafka has written."""
+        version = self.i16()
+        if version != 0:
+            raise SchemaError(f"unknown {record} version {version}")
+
     def string(self) -> str:
         n = self.i16()
         if n < 0:
@@ -136,9 +142,7 @@ class Checkpoint:
     @classmethod
     def deserialize(cls, key: bytes | None, value: bytes | None) -> Checkpoint:
         v = _Reader(value)
-        version = v.i16()
-        if version != 0:
-            raise SchemaError(f"unknown Checkpoint version {version}")
+        v.version0("Checkpoint")
         upstream, downstream, metadata = v.i64(), v.i64(), v.string()
         k = _Reader(key)
         return cls(k.string(), k.string(), k.i32(), upstream, downstream, metadata)
@@ -159,9 +163,7 @@ class Heartbeat:
     @classmethod
     def deserialize(cls, key: bytes | None, value: bytes | None) -> Heartbeat:
         v = _Reader(value)
-        version = v.i16()
-        if version != 0:
-            raise SchemaError(f"unknown Heartbeat version {version}")
+        v.version0("Heartbeat")
         timestamp = v.i64()
         k = _Reader(key)
         return cls(k.string(), k.string(), timestamp)
@@ -215,9 +217,6 @@ class DefaultReplicationPolicy:
     def is_heartbeats_topic(self, topic: str) -> bool:
         return self.heartbeats_topic() == self.original_topic(topic)
 
-    def is_checkpoints_topic(self, topic: str) -> bool:
-        return topic.endswith(f"{self._internal_separator}checkpoints{self._internal_suffix()}")
-
     def is_mm2_internal_topic(self, topic: str) -> bool:
         return topic.endswith(self._internal_suffix())
 
@@ -255,8 +254,6 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
             return super().upstream_topic(topic)
         return topic
 
-
-ReplicationPolicy = DefaultReplicationPolicy
 
 # replication.policy.class: Kafka's class names (and the simple names) -> samsa's
 POLICY_CLASSES: dict[str, type[DefaultReplicationPolicy]] = {
