@@ -46,15 +46,17 @@ from .conftest import (
 pytestmark = pytest.mark.timeout(90)
 
 BrokerFactory = Callable[..., samsa.Broker]
+# The tombstones' delete.retention.ms: short, but longer than a loaded machine takes from the
+# cleaning that stamps their horizon to the test's read of them (1 s was not: the cleaner had
+# come back past the horizon and removed them before the read).
+TOMBSTONE_RETENTION_MS = 5000
 
 
 def test_tombstones_go_after_delete_retention(broker: samsa.Broker) -> None:
     """The first cleaning that sees a tombstone keeps it and sets its delete horizon (now +
     delete.retention.ms); a cleaning after the horizon removes it, so the key is gone."""
     topic = "short-tombstones"
-    # Short, but long enough that the cleanings while the last round is produced do not pass
-    # the horizon before the tombstones have been seen.
-    retention_ms = 1000
+    retention_ms = TOMBSTONE_RETENTION_MS
     create_topic(broker, topic, compacted(**{"delete.retention.ms": retention_ms}))
     keys = range(200)
     doomed = [i for i in keys if i % 5 == 0]
@@ -86,7 +88,7 @@ def test_tombstones_go_after_the_horizon_without_new_writes(broker: samsa.Broker
     """A quiet topic: after the cleaning that stamped the tombstones, nothing more is written.
     The cleaner still comes back once their delete horizon has passed and removes them."""
     topic = "quiet-tombstones"
-    retention_ms = 1000
+    retention_ms = TOMBSTONE_RETENTION_MS
     create_topic(broker, topic, compacted(**{"delete.retention.ms": retention_ms}))
     keys = range(100)
     doomed = [i for i in keys if i % 4 == 0]
