@@ -487,17 +487,20 @@ def test_heartbeat_while_completing_rebalance(connect: Connect):
 
 
 def test_session_expiry_removes_the_silent_member(connect: Connect):
-    a, b = form_group(clients(connect, 2), "g", session_ms=500)
+    # a heartbeats every 0.1 s: a session of 2 s keeps it alive on a loaded machine (at 0.5 s
+    # a stall had expired a as well as b)
+    session_ms = 2000
+    a, b = form_group(clients(connect, 2), "g", session_ms=session_ms)
     start = time.monotonic()
     codes = []
-    while time.monotonic() - start < 5:
+    while time.monotonic() - start < 5 * session_ms / 1000:
         code = a.heartbeat()
         codes.append(code)
         if code != E.none:
             break
         time.sleep(0.1)
     assert codes[-1] == E.rebalance_in_progress, codes
-    assert time.monotonic() - start >= 0.4
+    assert time.monotonic() - start >= 0.8 * session_ms / 1000
     group = described(a.client, "g")
     assert [m.member_id for m in group.members] == [a.member_id]
     assert b.heartbeat() == E.unknown_member_id
