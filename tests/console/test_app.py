@@ -348,20 +348,18 @@ def test_bad_login_files_are_refused(tmp_path: Path) -> None:
         read_login_file(empty)
 
 
-def test_topics_page_renders_1000_topics_fast(console: Console) -> None:
-    """The template only loops: 1,000 topics (10,000 partitions) render well under 200 ms."""
+def test_topics_page_renders_1000_topics(console: Console) -> None:
+    """1,000 topics (10,000 partitions) each get their row; how fast is bench/console_bench.py's
+    to say (timings stay out of pass/fail tests)."""
     topics = [TopicSummary(f"topic-{i:04d}", False, 10, 3, 0, 0, 1 << 20, 12345, None)
               for i in range(1000)]
     templates = console.client.app.state.console.templates  # type: ignore[attr-defined]
     template = templates.get_template("topics.html")
     context = {"title": "Topics", "topics": topics, "q": "", "rates": {}, "internal": True,
                "cluster": "x", "login": False, "user": None, "notice": None}
-    template.render(context)  # compiled once
-    started = time.perf_counter()
     html = template.render(context)
-    elapsed = time.perf_counter() - started
     assert html.count("/topics/topic-") == 1000
-    assert elapsed < 0.2, f"{elapsed * 1000:.0f} ms"
+    assert "topic-0000" in html and "topic-0999" in html
 
 
 def test_json_in_the_page_is_escaped(console: Console) -> None:
