@@ -92,6 +92,15 @@ def find_java() -> str:
     return java
 
 
+_PORT_ATTEMPTS = 3
+# what ZooKeeperServerMain logs, as the last lines before it exits, when the port is taken
+_BIND_FAILURE = "java.net.BindException: Address already in use"
+
+
+class _PortTaken(Exception):
+    """The JVM could not bind the port it was given (start() picks another)."""
+
+
 def free_port(host: str = HOST) -> int:
     """A TCP port nobody listens on at the moment (the kernel's pick)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -213,6 +222,7 @@ class ZooKeeperServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._out: IO[bytes] | None = None
         self._paused = False
+        self._log_start = 0  # the log's size when the process was last started
 
     # -- what clients need -------------------------------------------------------------------
 
@@ -301,13 +311,43 @@ class ZooKeeperServer:
             raise ZooKeeperError(f"ZooKeeper is already running on {self.connect_string}")
         self._prepare_data_dir()
         local = not self.launcher  # a launcher's namespace cannot be probed from here
-        if self._port is None:
-            self._port = free_port() if local else 2181
-        elif local and port_in_use(self._port):
-            raise ZooKeeperError(
-                f"cannot start ZooKeeper: port {self.connect_string} is already in use"
-            )
+        if self._port is not None or not local:
+            if self._port is None:
+                self._port = 2181
+            elif local and port_in_use(self._port):
+                raise ZooKeeperError(
+                    f"cannot start ZooKeeper: port {self.connect_string} is already in use"
+                )
+            return self._start_process()
+        # Our own pick of a free port can be taken by another process before the JVM binds
+        # it: then pick again (a few times), since nobody asked for that port.
+        for attempt in range(_PORT_ATTEMPTS):
+            self._port = free_port()
+            try:
+                return self._start_process()
+            except _PortTaken:
+                if attempt == _PORT_ATTEMPTS - 1:
+                    raise ZooKeeperError(
+                        f"cannot start ZooKeeper: {_PORT_ATTEMPTS} free ports in a row were "
+                        f"taken before it could bind them; log tail:\n{self.log_tail()}"
+                    ) from None
+        raise AssertionError("unreachable")
+
+    def _log_since(self, position: int) -> str:
+        """What the server's log gained after byte ``position``."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(position)
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _start_process(self) -> Self:
         command = self.command()  # may raise: not installed
+        try:
+            self._log_start = self.log_path.stat().st_size
+        except OSError:
+            self._log_start = 0
         self._write_config()
         self._out = (self.data_dir / "zookeeper.out").open("ab")
         try:
@@ -430,10 +470,13 @@ class ZooKeeperServer:
         assert self._proc is not None
         deadline = time.monotonic() + self.start_timeout
         expected = f"dataDir={self.data_dir / 'version-2'}"
+        log_start = self._log_start
         while True:
             code = self._proc.poll()
             if code is not None:
                 self.stop()
+                if _BIND_FAILURE in self._log_since(log_start):
+                    raise _PortTaken(self.connect_string)
                 raise ZooKeeperError(
                     f"ZooKeeper on {self.connect_string} exited with code {code} while starting;"
                     f" log tail:\n{self.log_tail()}"

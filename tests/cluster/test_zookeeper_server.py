@@ -152,6 +152,28 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
     assert not server.running
 
 
+def test_a_picked_port_taken_before_zookeeper_binds_it_is_picked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The free port start() picks can be taken by another process (another test worker)
+    before the JVM binds it: the real ZooKeeper fails with BindException, and start() picks
+    another port instead of failing."""
+    import samsa.tools.zookeeper_server as zookeeper_server
+
+    real_free_port = zookeeper_server.free_port
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        taken = sock.getsockname()[1]
+        picks = iter([taken])
+        monkeypatch.setattr(zookeeper_server, "free_port",
+                            lambda host="127.0.0.1": next(picks, None) or real_free_port(host))
+        with ZooKeeperServer(tmp_path / "zk") as server:
+            assert server.port != taken
+            assert server.four_letter_word("ruok") == "imok"
+            assert "BindException" in server.log_path.read_text()
+
+
 def test_a_server_that_dies_while_starting_reports_its_log_tail(tmp_path: Path) -> None:
     server = ZooKeeperServer(tmp_path / "zk", config={"maxClientCnxns": "many"})
     started = time.monotonic()
