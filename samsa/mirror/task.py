@@ -4,9 +4,10 @@ other tasks (the runner then raises it as one line)."""
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 
 
-class MirrorTask:
+class MirrorTask(ABC):
     stop: threading.Event
     error: BaseException | None = None
 
@@ -17,5 +18,6 @@ class MirrorTask:
             self.error = exc
             self.stop.set()
 
+    @abstractmethod
     def _run(self) -> None:
-        raise NotImplementedError
+        """The task's work, until ``stop`` is set."""
