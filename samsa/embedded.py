@@ -295,19 +295,8 @@ class Broker:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self._stop_registry)
-        await self._stop_server()
-        self._cleanup()
-
-    async def _stop_server(self) -> None:
-        """Stop the server; after a halt, wait for the halt's own stop to finish (a second
-        ``stop()`` returns at once), so that its logs are closed and its directory locks
-        released before the loop closes."""
-        if self._stopping is not None:
-            try:
-                await self._stopping
-            except Exception:  # the halt is what the user learns of (``halted``)
-                log.exception("stopping the halted broker failed")
         await self.server.stop()
+        self._cleanup()
 
     # --- sync use -------------------------------------------------------------------------
 
@@ -343,7 +332,7 @@ class Broker:
                 return
             ready.set()
             loop.run_forever()
-            loop.run_until_complete(self._stop_server())
+            loop.run_until_complete(self.server.stop())
             loop.close()
 
         self._thread = threading.Thread(target=run, name="samsa-broker", daemon=True)

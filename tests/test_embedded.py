@@ -132,6 +132,20 @@ def test_second_broker_on_the_same_data_dir_fails(tmp_path):
 
 
 @pytest.mark.asyncio
+async def test_a_second_stop_waits_for_the_one_under_way(tmp_path):
+    """As after an embedded broker's halt, whose stop runs as a task: a second stop() returns
+    only once the first has finished (the directory locks released), so the same data dir
+    starts again at once."""
+    async with samsa.Broker(tmp_path) as b:
+        first = asyncio.create_task(b.server.stop())
+        await asyncio.sleep(0)  # the first stop is under way
+        await b.server.stop()
+        assert first.done()
+    async with samsa.Broker(tmp_path) as again:
+        assert again.server.started
+
+
+@pytest.mark.asyncio
 async def test_async_context_manager(tmp_path):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka import TopicPartition as AioTopicPartition

@@ -178,6 +178,7 @@ class KafkaServer:
         self._tasks: list[asyncio.Task] = []
         self._flushing: set[tuple[str, int]] = set()
         self.started = False
+        self._stopped: asyncio.Future[None] | None = None  # done when the stop under way is
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -505,10 +506,23 @@ class KafkaServer:
                                     "have failed")
 
     async def stop(self) -> None:
-        """Graceful shutdown: stop accepting, finish in-flight requests, flush, mark clean."""
+        """Graceful shutdown: stop accepting, finish in-flight requests, flush, mark clean.
+        A call while another stop is under way (an embedded broker's halt) returns when that
+        one has finished, its logs closed and its directory locks released."""
+        if self._stopped is not None:
+            await asyncio.shield(self._stopped)
+            return
         if not self.started:
             return
         self.started = False
+        self._stopped = asyncio.get_running_loop().create_future()
+        try:
+            await self._shut_down()
+        finally:
+            self._stopped.set_result(None)
+            self._stopped = None
+
+    async def _shut_down(self) -> None:
         await self.mode.shut_down()
         for server in self._servers:
             server.close()
