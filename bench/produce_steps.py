@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -36,8 +34,7 @@ from samsa.protocol.codec import decode_request
 from samsa.protocol.fast import encode_fast
 from samsa.records.batch import CRC_START, HEADER_SIZE, read_header, records_problem
 
-sys.path.insert(0, str(Path(__file__).parent))
-from request_capacity import TOPIC, produce_body  # noqa: E402
+from request_capacity import TOPIC, produce_body
 
 
 def per_call_us(fn: Callable[[], Any], count: int) -> float:

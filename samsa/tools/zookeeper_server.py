@@ -222,7 +222,6 @@ class ZooKeeperServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._out: IO[bytes] | None = None
         self._paused = False
-        self._log_start = 0  # the log's size when the process was last started
 
     # -- what clients need -------------------------------------------------------------------
 
@@ -321,17 +320,18 @@ class ZooKeeperServer:
             return self._start_process()
         # Our own pick of a free port can be taken by another process before the JVM binds
         # it: then pick again (a few times), since nobody asked for that port.
-        for attempt in range(_PORT_ATTEMPTS):
+        attempts = 0
+        while True:  # at most _PORT_ATTEMPTS times
+            attempts += 1
             self._port = free_port()
             try:
                 return self._start_process()
             except _PortTaken:
-                if attempt == _PORT_ATTEMPTS - 1:
+                if attempts == _PORT_ATTEMPTS:
                     raise ZooKeeperError(
                         f"cannot start ZooKeeper: {_PORT_ATTEMPTS} free ports in a row were "
                         f"taken before it could bind them; log tail:\n{self.log_tail()}"
                     ) from None
-        raise AssertionError("unreachable")
 
     def _log_since(self, position: int) -> str:
         """What the server's log gained after byte ``position``."""
@@ -345,9 +345,9 @@ class ZooKeeperServer:
     def _start_process(self) -> Self:
         command = self.command()  # may raise: not installed
         try:
-            self._log_start = self.log_path.stat().st_size
+            log_start = self.log_path.stat().st_size
         except OSError:
-            self._log_start = 0
+            log_start = 0
         self._write_config()
         self._out = (self.data_dir / "zookeeper.out").open("ab")
         try:
@@ -364,7 +364,7 @@ class ZooKeeperServer:
             raise ZooKeeperError(f"cannot run {command[0]}: {e}") from e
         self._paused = False
         _LIVE[self._proc.pid] = self._proc
-        self._wait_serving()
+        self._wait_serving(log_start)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -465,12 +465,11 @@ class ZooKeeperServer:
         (self.data_dir / "zoo.cfg").write_text("\n".join(lines) + "\n")
         (self.data_dir / "log4j.properties").write_text(_LOG4J.format(log=self.log_path))
 
-    def _wait_serving(self) -> None:
+    def _wait_serving(self, log_start: int) -> None:
         """Until ``conf`` names our data dir: the server is up, and it is ours."""
         assert self._proc is not None
         deadline = time.monotonic() + self.start_timeout
         expected = f"dataDir={self.data_dir / 'version-2'}"
-        log_start = self._log_start
         while True:
             code = self._proc.poll()
             if code is not None:
