@@ -45,6 +45,7 @@ V_DESCRIBE_CLUSTER, V_DESCRIBE_PRODUCERS, V_DESCRIBE_TRANSACTIONS = 1, 0, 0
 BASE_TIME_MS = 1_700_000_000_000  # record timestamps: fixed, in the past
 UNKNOWN_TOPIC_ID = uuid.UUID("0b5e5a1d-0000-4000-8000-00000000d1ff")
 READY_TIMEOUT_S = 60
+_TOPIC_CONFIG = 1  # DescribeConfigs' config_source for a topic's own override
 _NOT_READY = (ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
               ErrorCode.not_coordinator)
 
@@ -155,6 +156,23 @@ class Session:
             return True
 
         wait_for(served, timeout=READY_TIMEOUT_S, what=f"{topic} served by its leader")
+
+    def wait_topic_config(self, topic: str, name: str, value: str | None) -> None:
+        """Wait until DescribeConfigs shows a topic config's override (None: no override).
+        Kafka applies an alter on its controller and its brokers learn of it a moment later,
+        so a describe straight after the alter may still see the old value."""
+        def shown() -> bool:
+            answer = self.call(DESCRIBE_CONFIGS, V_DESCRIBE_CONFIGS, {
+                "resources": [{"resource_type": 2, "resource_name": topic,
+                               "configuration_keys": [name]}],
+                "include_synonyms": False, "include_documentation": False}).results[0]
+            if answer.error_code != 0 or not answer.configs:
+                return False
+            config = answer.configs[0]
+            overridden = config.config_source == _TOPIC_CONFIG
+            return config.value == value if value is not None else not overridden
+
+        wait_for(shown, timeout=READY_TIMEOUT_S, what=f"{topic} {name}={value} described")
 
     def produce(self, topic: str, records: bytes, partition: int = 0) -> int:
         """Produce (setup): the base offset."""
@@ -426,10 +444,12 @@ def admin(s: Session) -> None:
                                               validate_only=True))
     s.step("alter configs", INCREMENTAL_ALTER_CONFIGS, V_INCREMENTAL_ALTER_CONFIGS,
            alter("admin", "retention.ms", "7200000"))
+    s.wait_topic_config("admin", "retention.ms", "7200000")
     s.step("describe configs: after alter", DESCRIBE_CONFIGS, V_DESCRIBE_CONFIGS,
            describe(2, "admin", ["retention.ms"]))
     s.step("alter configs: delete", INCREMENTAL_ALTER_CONFIGS, V_INCREMENTAL_ALTER_CONFIGS,
            alter("admin", "retention.ms", None, operation=1))
+    s.wait_topic_config("admin", "retention.ms", None)
     s.step("describe configs: after delete", DESCRIBE_CONFIGS, V_DESCRIBE_CONFIGS,
            describe(2, "admin", ["retention.ms"]))
 
