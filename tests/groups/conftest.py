@@ -511,6 +511,9 @@ def events_since(member: Member, index: int, *kinds: str) -> list[Event]:
     return [e for e in member.output().events[index:] if e.kind in kinds]
 
 
+LAST_ROUND = 300  # messages sent once the last rebalance of join_leave_scenario has settled
+
+
 def join_leave_scenario(client: str, bootstrap: str, start: Callable[..., Member],
                         assignor: str = "range", count: int = 3000, seconds: float = 6.0,
                         **member_options: Any) -> None:
@@ -533,6 +536,9 @@ def join_leave_scenario(client: str, bootstrap: str, start: Callable[..., Member
     a.terminate()
     wait_settled([b, c], everyone)
     produced = producer.finish()
+    # more after the last rebalance, over every partition: each member still there gets some
+    # even when a slow start (a loaded machine) let the paced producer finish before it joined
+    produced.update(produce(bootstrap, topic, LAST_ROUND, first=count))
     wait_drained(everyone, produced)
     b.terminate()
     c.terminate()
