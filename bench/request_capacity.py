@@ -13,7 +13,8 @@ the broker, one event loop on one core, is what saturates. The figures are the b
   one core of the broker answers per second when it does nothing else.
 
 Request kinds: ``produce`` (Produce v9, one 100-byte message, acks=1), ``fetch`` (Fetch v12 of a
-partition's first one-message batch, answered at once), ``wakeup`` (long-polls: consumers wait at
+partition's first one-message batch, answered at once), ``fetch_region`` (Fetch v12 of 256 KiB of
+whole batches, sent with sendfile), ``wakeup`` (long-polls: consumers wait at
 the end of a partition, a producer appends one message at a time and every append wakes them;
 counts fetch answers and produce answers), ``metadata`` (Metadata v12, one topic), ``heartbeat``
 (Heartbeat v4 of a one-member group per connection), ``offset_commit`` (OffsetCommit v8, one
@@ -65,7 +66,12 @@ from request_cost import Client, interrupt
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 TOPIC = "capacity"
 _SIZE = struct.Struct(">i")
-KINDS = ("produce", "fetch", "wakeup", "metadata", "heartbeat", "offset_commit")
+KINDS = ("produce", "fetch", "fetch_region", "wakeup", "metadata", "heartbeat", "offset_commit")
+# fetch_region: a consumer's (or a follower's) fetch of 256 KiB of whole batches, a file region
+# the broker sends with sendfile
+REGION_BYTES = 256 * 1024
+REGION_BATCH_RECORDS = 1000  # 100-byte values: batches of about 110 KB
+REGION_SEED_BATCHES = 3
 
 
 def free_port() -> int:
@@ -78,21 +84,23 @@ def _ms(n: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=n)
 
 
-def produce_body(value: bytes = b"x" * 100) -> ProduceRequest:
-    batch = encode_batch([RecordInput(key=None, value=value, timestamp=1_700_000_000_000)])
+def produce_body(value: bytes = b"x" * 100, count: int = 1) -> ProduceRequest:
+    batch = encode_batch([RecordInput(key=None, value=value, timestamp=1_700_000_000_000)
+                          for _ in range(count)])
     return ProduceRequest(
         transactional_id=None, acks=1, timeout=_ms(30_000),
         topic_data=(TopicProduceData(name=TOPIC, partition_data=(
             PartitionProduceData(index=0, records=batch),)),))
 
 
-def fetch_body(offset: int, max_wait_ms: int, partition: int = 0) -> FetchRequest:
+def fetch_body(offset: int, max_wait_ms: int, partition: int = 0,
+               partition_max_bytes: int = 1) -> FetchRequest:
     return FetchRequest(
         replica_id=-1, max_wait=i32Timedelta.parse(_ms(max_wait_ms)), min_bytes=1,
         max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
         topics=(FetchTopic(topic=TOPIC, partitions=(FetchPartition(
             partition=partition, current_leader_epoch=-1, fetch_offset=offset,
-            log_start_offset=-1, partition_max_bytes=1),)),),
+            log_start_offset=-1, partition_max_bytes=partition_max_bytes),)),),
         forgotten_topics_data=(), rack_id="")
 
 
@@ -142,6 +150,12 @@ def _setup_frame(conn: Conn, kind: str, index: int) -> bytes:
         return conn.frame(0, 9, produce_body())
     if kind == "fetch":
         return conn.frame(1, 12, fetch_body(0, 500))
+    if kind == "fetch_region":
+        for _ in range(REGION_SEED_BATCHES):  # each loader's own, so offset 1 on is filled
+            answer = conn.request(0, 9, produce_body(count=REGION_BATCH_RECORDS))
+            if answer.responses[0].partition_responses[0].error_code:
+                raise RuntimeError("seeding the partition failed")
+        return conn.frame(1, 12, fetch_body(1, 500, partition_max_bytes=REGION_BYTES))
     if kind == "metadata":
         return conn.frame(3, 12, MetadataRequest(
             topics=(MetadataRequestTopic(topic_id=None, name=TOPIC),),

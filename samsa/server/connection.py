@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import re
 import ssl
 import struct
@@ -384,12 +385,41 @@ class Connection(asyncio.BufferedProtocol):
                     chunk = chunk.read()  # over TLS: read, then encrypted by the transport
                 else:
                     await self._flush_output()
-                    await asyncio.get_running_loop().sendfile(
-                        self.transport, chunk.file, chunk.position, chunk.length, fallback=True
-                    )
+                    sent = self._sendfile_now(chunk)
+                    if sent < chunk.length:
+                        await asyncio.get_running_loop().sendfile(
+                            self.transport, chunk.file, chunk.position + sent,
+                            chunk.length - sent, fallback=True)
                     continue
             self._out.append(chunk)
             self._out_bytes += len(chunk)
+
+    def _sendfile_now(self, region: FileRegion) -> int:
+        """Send what the socket takes of a file region at once, when nothing is queued before
+        it: the bytes sent. The rest goes through loop.sendfile, whose fixed cost (pausing
+        reading, waiting for the buffer, a writer callback) a follower's or consumer's fetch
+        then pays only when the socket's buffer is full."""
+        transport = self.transport
+        if transport is None or self._closing or transport.get_write_buffer_size():
+            return 0
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return 0
+        out, source = sock.fileno(), region.file.fileno()
+        sent = 0
+        try:
+            while sent < region.length:
+                n = os.sendfile(out, source, region.position + sent, region.length - sent)
+                if n == 0:  # the file ends early: loop.sendfile reports it
+                    break
+                sent += n
+        except BlockingIOError:
+            pass
+        except (BrokenPipeError, ConnectionResetError):
+            raise
+        except OSError:  # anything else: loop.sendfile decides (or falls back to copying)
+            pass
+        return sent
 
     async def _flush_output(self) -> None:
         self.last_active = time.monotonic()
