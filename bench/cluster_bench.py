@@ -35,8 +35,9 @@ full ISR in the metadata.
    clock starts (connections to the three leaders open), and the check after the clock: the
    partitions' high watermarks add up to the acknowledged messages plus those three
    (``hw_ok``). The brokers' CPU (utime + stime of the three processes, from /proc) per message
-   is reported beside, and so is the CPU every other process of the machine used meanwhile
-   (``others_cpu_pct``, % of one core: /proc/stat's busy time less this process, the brokers and
+   is reported beside, with the kernel's part of it alone (stime: ``brokers_sys_us_per_msg``),
+   and so is the CPU every other process of the machine used meanwhile (``others_cpu_pct``, % of
+   one core: /proc/stat's busy time less this process, the brokers and
    ZooKeeper; a few % on a quiet machine, more means someone else's load took a share of the
    cores). Each workload runs ``--repeat`` times (every other round in reverse order, fresh
    topics each time) and the best (highest msg/s) is reported, every repeat's figure under
@@ -125,7 +126,7 @@ from samsa.records.record import RecordInput, encode_batch
 from samsa.tools.cluster import BrokerProcess, LocalCluster, die_with_parent
 from samsa.tools.zookeeper_server import free_port, port_in_use
 
-from proc_cpu import cpu_seconds, machine_busy_seconds
+from proc_cpu import cpu_seconds, machine_busy_seconds, system_seconds
 
 PARTS = ("throughput", "failover_term", "failover_kill")
 WORKLOADS: dict[str, tuple[int, str, bool]] = {  # name: (replication factor, acks, idempotent)
@@ -257,6 +258,10 @@ class Cluster:
 
     def cpu_seconds(self) -> float:
         return sum(cpu_seconds(pid) for pid in self.pids())
+
+    def system_seconds(self) -> float:
+        """The brokers' kernel time alone (part of cpu_seconds)."""
+        return sum(system_seconds(pid) for pid in self.pids())
 
     def ours_cpu_seconds(self) -> float:
         """This process (librdkafka's threads too), the brokers and ZooKeeper."""
@@ -457,7 +462,7 @@ def throughput(cluster: Cluster, workload: str, rep: int, args: argparse.Namespa
     profiled = [b for b in cluster.local.members
                 if isinstance(b, BenchBroker) and b.profile is not None]
     stats0 = [b.profile_stats() for b in profiled]
-    cpu0 = cluster.cpu_seconds()
+    cpu0, sys0 = cluster.cpu_seconds(), cluster.system_seconds()
     ours0, machine0 = cluster.ours_cpu_seconds(), machine_busy_seconds()
     start = time.perf_counter()
     stop_at = start + args.seconds
@@ -477,7 +482,7 @@ def throughput(cluster: Cluster, workload: str, rep: int, args: argparse.Namespa
                     break
         left = producer.flush(FLUSH_GRACE)
         end = time.perf_counter()
-        cpu1 = cluster.cpu_seconds()
+        cpu1, sys1 = cluster.cpu_seconds(), cluster.system_seconds()
         ours1, machine1 = cluster.ours_cpu_seconds(), machine_busy_seconds()
         failed_in_time = failed[0]
         stats1 = [b.profile_stats() for b in profiled]
@@ -494,6 +499,8 @@ def throughput(cluster: Cluster, workload: str, rep: int, args: argparse.Namespa
         "msg_per_s": round(delivered / seconds, 1),
         "mb_per_s": round(delivered * VALUE_BYTES / seconds / 1e6, 2),
         "brokers_cpu_us_per_msg": round((cpu1 - cpu0) * 1e6 / delivered, 2) if delivered else None,
+        # the kernel's part of it (syscalls, loopback copies, page-cache writes)
+        "brokers_sys_us_per_msg": round((sys1 - sys0) * 1e6 / delivered, 2) if delivered else None,
         # other tenants of the machine meanwhile, in % of one core: noise, if not about 0
         "others_cpu_pct": round(max(0.0, (machine1 - machine0) - (ours1 - ours0))
                                 * 100 / seconds, 1),
@@ -582,7 +589,7 @@ def batches(cluster: Cluster, workload: str, rep: int, args: argparse.Namespace
         profiled = [b for b in cluster.local.members
                     if isinstance(b, BenchBroker) and b.profile is not None]
         stats0 = [b.profile_stats() for b in profiled]
-        cpu0 = cluster.cpu_seconds()
+        cpu0, sys0 = cluster.cpu_seconds(), cluster.system_seconds()
         ours0, machine0 = cluster.ours_cpu_seconds(), machine_busy_seconds()
         start = time.perf_counter()
         threads = [threading.Thread(target=p.run, args=(per_partition, start + args.seconds))
@@ -592,7 +599,7 @@ def batches(cluster: Cluster, workload: str, rep: int, args: argparse.Namespace
         for t in threads:
             t.join()
         end = time.perf_counter()
-        cpu1 = cluster.cpu_seconds()
+        cpu1, sys1 = cluster.cpu_seconds(), cluster.system_seconds()
         ours1, machine1 = cluster.ours_cpu_seconds(), machine_busy_seconds()
         stats1 = [b.profile_stats() for b in profiled]
     finally:
@@ -608,6 +615,8 @@ def batches(cluster: Cluster, workload: str, rep: int, args: argparse.Namespace
         "msg_per_s": round(delivered / seconds, 1),
         "mb_per_s": round(delivered * VALUE_BYTES / seconds / 1e6, 2),
         "brokers_cpu_us_per_msg": round((cpu1 - cpu0) * 1e6 / delivered, 2) if delivered else None,
+        # the kernel's part of it (syscalls, loopback copies, page-cache writes)
+        "brokers_sys_us_per_msg": round((sys1 - sys0) * 1e6 / delivered, 2) if delivered else None,
         "others_cpu_pct": round(max(0.0, (machine1 - machine0) - (ours1 - ours0))
                                 * 100 / seconds, 1),
         "failed": len(errors),
@@ -914,7 +923,8 @@ def run_throughput(clusters: list[Cluster], args: argparse.Namespace,
             lines[(cluster.name, workload)].append(line)
             log(f"  {cluster.name} {workload}: " + ", ".join(f"{k} {line[k]}" for k in (
                 "msg_per_s", "mb_per_s", "messages", "seconds", "brokers_cpu_us_per_msg",
-                "calls_per_msg", "others_cpu_pct", "hw_ok", "failed", "leaders", "error")
+                "brokers_sys_us_per_msg", "calls_per_msg", "others_cpu_pct", "hw_ok", "failed",
+                "leaders", "error")
                 if k in line))
     for (name, workload), repeats in lines.items():
         ok = [r for r in repeats if "error" not in r]

@@ -416,7 +416,7 @@ class Connection(asyncio.BufferedProtocol):
         except BlockingIOError:
             pass
         except (BrokenPipeError, ConnectionResetError):
-            raise
+            raise  # the client is gone: _process closes the connection
         except OSError:  # anything else: loop.sendfile decides (or falls back to copying)
             pass
         return sent
