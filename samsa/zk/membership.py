@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 RESERVED_BROKER_MAX_ID = 1000  # Kafka's reserved.broker.max.id: generated ids start above it
+_REFRESH_RETRY_S = 1.0  # a failed read of the live brokers is tried again after this
 
 
 class ClusterMembership:
@@ -158,8 +159,16 @@ class ClusterMembership:
 
         def done(f: asyncio.Future[dict[int, BrokerInfo]]) -> None:
             self._refreshing = False
-            if not f.cancelled() and f.exception() is None:
+            if f.cancelled():
+                return
+            failure = f.exception()
+            if failure is None:
                 self.brokers = f.result()
+            elif not self._closed and self._loop is not None:
+                # else the list stays stale until the next registration, which may never come
+                log.warning("reading the live brokers from ZooKeeper failed (%s); again in "
+                            "%g s", failure, _REFRESH_RETRY_S)
+                self._loop.call_later(_REFRESH_RETRY_S, self._refresh_brokers)
             if self._refresh_again:
                 self._refresh_brokers()
 

@@ -18,6 +18,7 @@ acknowledged (with its partition and offset), what failed and what was read. Thr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -68,15 +69,25 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication: int =
     just-started cluster), INVALID_REPLICATION_FACTOR is asked again until ``timeout``."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
     deadline = time.monotonic() + timeout
+    attempts, last = 0, "none"
     while True:
         future = admin.create_topics([NewTopic(topic, partitions, replication)])[topic]
+        attempts += 1
         try:
             future.result(max(1.0, deadline - time.monotonic()))
             return
         except KafkaException as exc:
+            last = str(exc.args[0])
             if (exc.args[0].code() != KafkaError.INVALID_REPLICATION_FACTOR
                     or time.monotonic() > deadline):
                 raise
+        except TimeoutError:  # what the cluster looked like to the client, for the report
+            seen = "unknown"
+            with contextlib.suppress(Exception):
+                metadata = admin.list_topics(timeout=5)
+                seen = f"brokers {sorted(metadata.brokers)}, controller {metadata.controller_id}"
+            raise TimeoutError(f"creating {topic}: no success in {timeout:g} s and {attempts} "
+                               f"attempts; the last error: {last}; the cluster: {seen}") from None
         time.sleep(0.2)  # the next registration is a ZooKeeper watch away
 
 

@@ -229,3 +229,38 @@ def test_a_broker_whose_session_expired_registers_again(
             process.wait(10)
         if other is not None:
             other.stop()
+
+
+def test_a_failed_read_of_the_live_brokers_is_read_again(
+    tmp_path: Path, zookeeper: ZooKeeperServer
+) -> None:
+    """A read of /brokers/ids that fails (a ZooKeeper error on the executor) is tried again:
+    the broker's list does not stay without a broker that registered meanwhile until some
+    later registration (its Metadata would leave that broker out, and CreateTopics would
+    refuse the cluster's replication factor)."""
+    first = start_broker(tmp_path, zookeeper, "b1", **{"broker.id": 1})
+    second: samsa.Broker | None = None
+    try:
+        membership = first.server.membership
+        assert membership is not None
+        zk_client = membership.zk
+        real = zk_client.live_brokers
+        failures: list[int] = []
+
+        def failing_once() -> object:
+            if not failures:
+                failures.append(1)
+                raise ConnectionError("injected: ZooKeeper read failed")
+            return real()
+
+        zk_client.live_brokers = failing_once  # type: ignore[method-assign]
+        second = start_broker(tmp_path, zookeeper, "b2", **{"broker.id": 2})
+        wait_for(lambda: bool(failures), what="the injected failure to be hit")
+        wait_for(lambda: sorted(membership.brokers) == [1, 2], timeout=30,
+                 what="broker 1 to see broker 2 after its failed read")
+        admin = AdminClient({"bootstrap.servers": first.bootstrap_servers})
+        assert sorted(admin.list_topics(timeout=15).brokers) == [1, 2]
+    finally:
+        if second is not None:
+            second.stop()
+        first.stop()
