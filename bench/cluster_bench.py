@@ -126,7 +126,7 @@ from samsa.records.record import RecordInput, encode_batch
 from samsa.tools.cluster import BrokerProcess, LocalCluster, die_with_parent
 from samsa.tools.zookeeper_server import free_port, port_in_use
 
-from proc_cpu import cpu_seconds, machine_busy_seconds, system_seconds
+from proc_cpu import cpu_seconds, machine_busy_seconds, read_stat
 
 PARTS = ("throughput", "failover_term", "failover_kill")
 WORKLOADS: dict[str, tuple[int, str, bool]] = {  # name: (replication factor, acks, idempotent)
@@ -259,9 +259,11 @@ class Cluster:
     def cpu_seconds(self) -> float:
         return sum(cpu_seconds(pid) for pid in self.pids())
 
-    def system_seconds(self) -> float:
-        """The brokers' kernel time alone (part of cpu_seconds)."""
-        return sum(system_seconds(pid) for pid in self.pids())
+    def cpu_and_system_seconds(self) -> tuple[float, float]:
+        """The brokers' CPU (utime + stime) and the kernel's part of it (stime), one read of
+        each broker's /proc/<pid>/stat."""
+        stats = [s for pid in self.pids() if (s := read_stat(f"/proc/{pid}/stat")) is not None]
+        return sum(s.cpu_s for s in stats), sum(s.system_s for s in stats)
 
     def ours_cpu_seconds(self) -> float:
         """This process (librdkafka's threads too), the brokers and ZooKeeper."""
@@ -462,7 +464,7 @@ def throughput(cluster: Cluster, workload: str, rep: int, args: argparse.Namespa
     profiled = [b for b in cluster.local.members
                 if isinstance(b, BenchBroker) and b.profile is not None]
     stats0 = [b.profile_stats() for b in profiled]
-    cpu0, sys0 = cluster.cpu_seconds(), cluster.system_seconds()
+    cpu0, sys0 = cluster.cpu_and_system_seconds()
     ours0, machine0 = cluster.ours_cpu_seconds(), machine_busy_seconds()
     start = time.perf_counter()
     stop_at = start + args.seconds
@@ -482,7 +484,7 @@ def throughput(cluster: Cluster, workload: str, rep: int, args: argparse.Namespa
                     break
         left = producer.flush(FLUSH_GRACE)
         end = time.perf_counter()
-        cpu1, sys1 = cluster.cpu_seconds(), cluster.system_seconds()
+        cpu1, sys1 = cluster.cpu_and_system_seconds()
         ours1, machine1 = cluster.ours_cpu_seconds(), machine_busy_seconds()
         failed_in_time = failed[0]
         stats1 = [b.profile_stats() for b in profiled]
@@ -589,7 +591,7 @@ def batches(cluster: Cluster, workload: str, rep: int, args: argparse.Namespace
         profiled = [b for b in cluster.local.members
                     if isinstance(b, BenchBroker) and b.profile is not None]
         stats0 = [b.profile_stats() for b in profiled]
-        cpu0, sys0 = cluster.cpu_seconds(), cluster.system_seconds()
+        cpu0, sys0 = cluster.cpu_and_system_seconds()
         ours0, machine0 = cluster.ours_cpu_seconds(), machine_busy_seconds()
         start = time.perf_counter()
         threads = [threading.Thread(target=p.run, args=(per_partition, start + args.seconds))
@@ -599,7 +601,7 @@ def batches(cluster: Cluster, workload: str, rep: int, args: argparse.Namespace
         for t in threads:
             t.join()
         end = time.perf_counter()
-        cpu1, sys1 = cluster.cpu_seconds(), cluster.system_seconds()
+        cpu1, sys1 = cluster.cpu_and_system_seconds()
         ours1, machine1 = cluster.ours_cpu_seconds(), machine_busy_seconds()
         stats1 = [b.profile_stats() for b in profiled]
     finally:

@@ -21,7 +21,7 @@ class ProcStat:
     ppid: int
     cpu_s: float  # utime + stime: the process (every thread) or the one thread
     children_s: float  # cutime + cstime: the process's waited-for children (a thread's file too)
-    system_s: float = 0.0  # stime alone: the kernel's part of cpu_s (syscalls, copies)
+    system_s: float  # stime alone: the kernel's part of cpu_s (syscalls, copies)
 
 
 def read_stat(path: str) -> ProcStat | None:
@@ -48,15 +48,6 @@ def cpu_seconds(pid: int | None) -> float:
         return 0.0
     stat = read_stat(f"/proc/{pid}/stat")
     return 0.0 if stat is None else stat.cpu_s
-
-
-def system_seconds(pid: int | None) -> float:
-    """stime alone of a process, all its threads: the part of cpu_seconds spent in the kernel
-    (0 if gone or None)."""
-    if pid is None:
-        return 0.0
-    stat = read_stat(f"/proc/{pid}/stat")
-    return 0.0 if stat is None else stat.system_s
 
 
 def machine_busy_seconds() -> float:

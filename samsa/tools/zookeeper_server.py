@@ -97,8 +97,9 @@ _PORT_ATTEMPTS = 3
 _BIND_FAILURE = "java.net.BindException: Address already in use"
 
 
-class _PortTaken(Exception):
-    """The JVM could not bind the port it was given (start() picks another)."""
+class _PortTaken(ZooKeeperError):
+    """The JVM could not bind the port it was given (start() picks another when it picked
+    that one itself)."""
 
 
 def free_port(host: str = HOST) -> int:
@@ -310,28 +311,23 @@ class ZooKeeperServer:
             raise ZooKeeperError(f"ZooKeeper is already running on {self.connect_string}")
         self._prepare_data_dir()
         local = not self.launcher  # a launcher's namespace cannot be probed from here
-        if self._port is not None or not local:
-            if self._port is None:
-                self._port = 2181
-            elif local and port_in_use(self._port):
-                raise ZooKeeperError(
-                    f"cannot start ZooKeeper: port {self.connect_string} is already in use"
-                )
-            return self._start_process()
-        # Our own pick of a free port can be taken by another process before the JVM binds
-        # it: then pick again (a few times), since nobody asked for that port.
-        attempts = 0
-        while True:  # at most _PORT_ATTEMPTS times
-            attempts += 1
-            self._port = free_port()
-            try:
-                return self._start_process()
-            except _PortTaken:
-                if attempts == _PORT_ATTEMPTS:
-                    raise ZooKeeperError(
-                        f"cannot start ZooKeeper: {_PORT_ATTEMPTS} free ports in a row were "
-                        f"taken before it could bind them; log tail:\n{self.log_tail()}"
-                    ) from None
+        if self._port is None and local:
+            # Our own pick of a free port can be taken by another process before the JVM
+            # binds it: then pick again (a few times), since nobody asked for that port.
+            for _ in range(_PORT_ATTEMPTS):
+                self._port = free_port()
+                with contextlib.suppress(_PortTaken):
+                    return self._start_process()
+            raise ZooKeeperError(
+                f"cannot start ZooKeeper: {_PORT_ATTEMPTS} free ports in a row were taken "
+                f"before it could bind them; log tail:\n{self.log_tail()}")
+        if self._port is None:
+            self._port = 2181
+        elif local and port_in_use(self._port):
+            raise ZooKeeperError(
+                f"cannot start ZooKeeper: port {self.connect_string} is already in use"
+            )
+        return self._start_process()
 
     def _log_since(self, position: int) -> str:
         """What the server's log gained after byte ``position``."""
@@ -475,7 +471,8 @@ class ZooKeeperServer:
             if code is not None:
                 self.stop()
                 if _BIND_FAILURE in self._log_since(log_start):
-                    raise _PortTaken(self.connect_string)
+                    raise _PortTaken(f"cannot start ZooKeeper: port {self.connect_string} "
+                                     "was taken before it could bind it")
                 raise ZooKeeperError(
                     f"ZooKeeper on {self.connect_string} exited with code {code} while starting;"
                     f" log tail:\n{self.log_tail()}"

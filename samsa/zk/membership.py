@@ -155,20 +155,19 @@ class ClusterMembership:
             return
         assert self._loop is not None
         self._refreshing, self._refresh_again = True, False
-        task = self._loop.run_in_executor(None, self.zk.live_brokers)
+        loop = self._loop
+        task = loop.run_in_executor(None, self.zk.live_brokers)
 
         def done(f: asyncio.Future[dict[int, BrokerInfo]]) -> None:
             self._refreshing = False
-            if f.cancelled():
-                return
-            failure = f.exception()
-            if failure is None:
-                self.brokers = f.result()
-            elif not self._closed and self._loop is not None:
+            failure = None if f.cancelled() else f.exception()
+            if failure is not None and not self._closed:
                 # else the list stays stale until the next registration, which may never come
                 log.warning("reading the live brokers from ZooKeeper failed (%s); again in "
                             "%g s", failure, _REFRESH_RETRY_S)
-                self._loop.call_later(_REFRESH_RETRY_S, self._refresh_brokers)
+                loop.call_later(_REFRESH_RETRY_S, self._refresh_brokers)
+            elif failure is None and not f.cancelled():
+                self.brokers = f.result()
             if self._refresh_again:
                 self._refresh_brokers()
 

@@ -129,6 +129,13 @@ class Session:
                                         for k, v in (configs or {}).items()]}],
                 "timeout": 30000, "validate_only": validate_only}
 
+    @staticmethod
+    def describe_configs_body(resource_type: int, name: str, keys: list[str] | None
+                              ) -> dict[str, Any]:
+        return {"resources": [{"resource_type": resource_type, "resource_name": name,
+                               "configuration_keys": keys}],
+                "include_synonyms": False, "include_documentation": False}
+
     def metadata(self, topics: list[str]) -> Any:
         return self.call(METADATA, V_METADATA, {
             "topics": [{"name": t, "topic_id": None} for t in topics],
@@ -162,10 +169,8 @@ class Session:
         Kafka applies an alter on its controller and its brokers learn of it a moment later,
         so a describe straight after the alter may still see the old value."""
         def shown() -> bool:
-            answer = self.call(DESCRIBE_CONFIGS, V_DESCRIBE_CONFIGS, {
-                "resources": [{"resource_type": 2, "resource_name": topic,
-                               "configuration_keys": [name]}],
-                "include_synonyms": False, "include_documentation": False}).results[0]
+            answer = self.call(DESCRIBE_CONFIGS, V_DESCRIBE_CONFIGS,
+                               self.describe_configs_body(2, topic, [name])).results[0]
             if answer.error_code != 0 or not answer.configs:
                 return False
             config = answer.configs[0]
@@ -397,10 +402,7 @@ def admin(s: Session) -> None:
     s.step("create partitions: 3", CREATE_PARTITIONS, V_CREATE_PARTITIONS, partitions(3))
     s.wait_served("admin", 3)
 
-    def describe(resource_type: int, name: str, keys: list[str] | None) -> dict[str, Any]:
-        return {"resources": [{"resource_type": resource_type, "resource_name": name,
-                               "configuration_keys": keys}],
-                "include_synonyms": False, "include_documentation": False}
+    describe = Session.describe_configs_body
 
     s.step("describe configs: unknown topic", DESCRIBE_CONFIGS, V_DESCRIBE_CONFIGS,
            describe(2, "admin-missing", None))
