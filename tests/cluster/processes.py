@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_frames import ConnectionClosed, FrameClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from waiting import wait_for
@@ -43,6 +44,7 @@ from samsa.tools.zookeeper_server import ZooKeeperServer, free_port, terminate_p
 
 HOST = "127.0.0.1"
 SESSION_TIMEOUT_MS = 4000
+METADATA = 3
 # Small timeouts so that failures are detected and repaired in seconds.
 FAST_OVERRIDES: dict[str, str] = {
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
@@ -375,6 +377,7 @@ class ProcessCluster:
         self.admin.create_topics([NewTopic(topic, partitions, replication,
                                            config=config or {})])[topic].result(30)
         self.wait_full_isr(topic, range(partitions), timeout=30)
+        self.wait_leading(topic, range(partitions), timeout=30)
 
     # --- waiting ----------------------------------------------------------------------------
 
@@ -435,6 +438,36 @@ class ProcessCluster:
             return True
 
         self.wait(full, f"{topic}: leaders and full ISRs", timeout=timeout, topics=[topic])
+
+    def leads(self, topic: str, partition: int, broker_id: int) -> bool:
+        """Whether the broker itself says (in its own Metadata) that it leads the partition:
+        it has applied the state znode the controller wrote, which a full ISR in ZooKeeper
+        does not yet mean (each broker's watch fires in its own time)."""
+        try:
+            with FrameClient(self.brokers[broker_id].address, timeout=5) as client:
+                meta = client.request(METADATA, 8, {
+                    "topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                    "include_cluster_authorized_operations": False,
+                    "include_topic_authorized_operations": False})
+        except (OSError, ConnectionClosed):
+            return False
+        return any(t.name == topic and p.partition_index == partition
+                   and p.leader_id == broker_id and p.error_code == 0
+                   for t in meta.topics for p in t.partitions)
+
+    def wait_leading(self, topic: str, partitions: Iterable[int], timeout: float = 30) -> None:
+        """Until each partition's leader in ZooKeeper says itself that it leads it."""
+        wanted = list(partitions)
+
+        def leading() -> bool:
+            for p in wanted:
+                state = self.state(topic, p)
+                if state is None or state.leader < 0 or not self.leads(topic, p, state.leader):
+                    return False
+            return True
+
+        self.wait(leading, f"{topic}: each leader to know it leads", timeout=timeout,
+                  topics=[topic])
 
     def kill(self, broker_id: int) -> None:
         self.brokers[broker_id].kill()

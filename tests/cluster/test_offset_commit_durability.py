@@ -60,17 +60,21 @@ def find_coordinator(cluster: ProcessCluster, key: str, key_type: int) -> int:
     created on the first lookup) and every partition of its topic has a full ISR."""
     topic = OFFSETS_TOPIC if key_type == GROUP_KEY else TXN_TOPIC
 
-    def found() -> int | None:
-        with FrameClient(cluster.bootstrap) as client:
+    def found(via: str) -> int | None:
+        with FrameClient(via) as client:
             response = client.request(FIND_COORDINATOR, 3, {"key": key, "key_type": key_type})
         return response.node_id if response.error_code == NONE else None
 
-    cluster.wait(found, f"a coordinator for {key!r}", timeout=60, topics=[topic])
+    cluster.wait(lambda: found(cluster.bootstrap), f"a coordinator for {key!r}", timeout=60,
+                 topics=[topic])
     cluster.wait_full_isr(topic, range(PARTITIONS), timeout=60)
     state = cluster.state(topic, partition_for(key, PARTITIONS))
     assert state is not None
-    # the partition's leader coordinates (and has loaded it once FindCoordinator names it)
-    return int(cluster.wait(lambda: found() == state.leader and state.leader,
+    # the partition's leader coordinates once it has applied its leadership: asked itself,
+    # it names itself (another broker may name it before its own ZooKeeper watch has fired,
+    # and it would answer NOT_COORDINATOR until then)
+    leader = cluster.broker(state.leader).address
+    return int(cluster.wait(lambda: found(leader) == state.leader and state.leader,
                             f"{key!r}'s coordinator to be {topic}'s leader", topics=[topic]))
 
 

@@ -37,6 +37,7 @@ def test_a_write_waiting_for_replicas_is_answered_when_its_leader_shuts_down(
         cluster.admin.create_topics(
             [NewTopic("held", 1, replica_assignment=[[1, 2, 3]])])["held"].result(30)
         cluster.wait_full_isr("held", [0], timeout=30)
+        cluster.wait_leading("held", [0], timeout=30)  # broker 1 has applied its leadership
         cluster.broker(paused).pause()
         answer: dict[str, Any] = {}
         sent = threading.Event()
