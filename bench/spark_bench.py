@@ -21,6 +21,11 @@ What is measured, rows per second, with local SparkSessions and one embedded bro
   parquet_scan, so the two lines compare like with like.
 * **samsa_to_parquet**: the data source into ``df.write.mode("overwrite").parquet(dir)``, all
   seven columns of Spark's Kafka schema.
+* **floor_count**, **floor_scan**: ``bench/spark_floor.py``'s ``format("python_floor")``, a
+  Python data source that does no work (each task builds one Arrow batch of the same schema,
+  value sizes and partitions once and hands it over again and again), into the same queries:
+  what PySpark's Python data sources cost by themselves (workers, Arrow to the JVM, Spark rows),
+  the ceiling of samsa_count and samsa_scan on this machine.
 * **kafka_count**, **kafka_scan**: Spark's own Kafka connector (``format("kafka")``,
   spark-sql-kafka-0-10, the jars ``make reference`` lists in ``build/spark-kafka/classpath.txt``,
   or ``--kafka-classpath``) on the same topic with the same options and queries as
@@ -286,11 +291,28 @@ class Context:
     value_bytes: int
     min_partitions: int
     work: Path
+    partitions: int = 3
     _baseline: Path | None = None
     loads: int = 0
+    _floor_registered: bool = False
 
     def samsa(self, **options: str) -> DataFrame:
         return self._read("samsa", {"kafka.poll.timeout": str(POLL_TIMEOUT_MS), **options})
+
+    def floor(self) -> DataFrame:
+        """bench/spark_floor.py's source that does no work: the same schema, rows, value
+        sizes and partitions as the topic, built once per task and handed over again."""
+        if not self._floor_registered:
+            import spark_floor
+            from pyspark import cloudpickle
+
+            # the Python workers cannot import bench/: the class travels by value
+            cloudpickle.register_pickle_by_value(spark_floor)
+            self.spark.dataSource.register(spark_floor.FloorDataSource)
+            self._floor_registered = True
+        return (self.spark.read.format("python_floor").option("rows", str(self.rows))
+                .option("partitions", str(self.partitions))
+                .option("valueBytes", str(self.value_bytes)).option("topic", self.topic).load())
 
     def kafka(self) -> DataFrame:
         """Spark's own Kafka connector on the same topic, with the same offsets."""
@@ -355,6 +377,14 @@ def samsa_to_parquet(ctx: Context) -> int:
     return ctx.rows
 
 
+def floor_count(ctx: Context) -> int:
+    return ctx.floor().count()
+
+
+def floor_scan(ctx: Context) -> int:
+    return ctx.scan(ctx.floor())
+
+
 def kafka_count(ctx: Context) -> int:
     return ctx.kafka().count()
 
@@ -390,6 +420,8 @@ WORKLOADS: list[tuple[str, Callable[[Context], int], bool]] = [
     ("samsa_count_minp", samsa_count_min_partitions, True),
     ("samsa_scan", samsa_scan, True),
     ("samsa_to_parquet", samsa_to_parquet, True),
+    ("floor_count", floor_count, False),
+    ("floor_scan", floor_scan, False),
     ("kafka_count", kafka_count, False),
     ("kafka_scan", kafka_scan, False),
     ("parquet_count", parquet_count, False),
@@ -473,7 +505,8 @@ def session_main(config: dict[str, Any]) -> int:
     spark = make_spark(config["master"], config["driver_memory"], jars)
     try:
         ctx = Context(spark, config["bootstrap"], config["topic"], config["rows"],
-                      config["value_bytes"], config["min_partitions"], Path(config["work"]))
+                      config["value_bytes"], config["min_partitions"], Path(config["work"]),
+                      config["partitions"])
         broker = (config["broker"][0], config["broker"][1]) if config["broker"] else None
         print(RESULT + json.dumps({"ready": True}), flush=True)
         for line in sys.stdin:
@@ -758,6 +791,7 @@ def main(argv: list[str] | None = None) -> int:
                 config = {
                     "bootstrap": bootstrap, "topic": TOPIC, "rows": args.rows,
                     "value_bytes": args.value_bytes, "min_partitions": args.min_partitions,
+                    "partitions": args.partitions,
                     "work": str(work / label), "master": args.master,
                     "driver_memory": args.driver_memory, "job_timeout": args.job_timeout,
                     "broker": [os.getpid(), broker_tid] if broker_tid else None,

@@ -1,19 +1,18 @@
 """Record batches (v2, as a Fetch returns them) to Arrow columns in bulk, on the Spark tasks.
 
 The tasks turn many thousand records a second into rows, so no record becomes a Python object:
-one short Python loop walks the records' length varints (the only field whose value decides
-where the next record starts), and numpy decodes every other field of all records at once (one
-vectorised step per field: attributes, timestamp delta, offset delta, key, value, header
-count, headers level by level). Keys, values and header fields become Arrow ``binary_view``
-arrays over the decompressed payload (no copy) and are cast to ``binary`` (one copy, in Arrow's
-C++). A compressed batch is decompressed once, then decoded the same way. The per-record
-decoder (:func:`samsa.records.record.decode_records`) is the reference these columns must match
-(``tests/spark/test_arrow_records.py``).
+one walk over the records' length varints finds where each starts (``record_walk``: the only
+step that cannot be vectorised, compiled by numba), and numpy decodes every other field of all
+records at once (one vectorised step per field: attributes, timestamp delta, offset delta,
+key, value, header count, headers level by level). Keys, values and header fields become
+Arrow ``binary_view`` arrays over the decompressed payload (no copy) and are cast to ``binary``
+(one copy, in Arrow's C++). A compressed batch is decompressed once, then decoded the same
+way. The per-record decoder (:func:`samsa.records.record.decode_records`) is the reference
+these columns must match (``tests/spark/test_arrow_records.py``).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,7 +22,7 @@ import numpy as np
 from samsa.errors import CorruptRecordError
 from samsa.records import compression
 from samsa.records.batch import HEADER_SIZE, BatchHeader, Compression
-from samsa.records.record import read_varint
+from samsa.spark.record_walk import record_starts
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -81,7 +80,7 @@ def decode_batches(buf: bytes | memoryview, batches: Sequence[tuple[int, BatchHe
     parts.append(bytes(_PAD))
     payload = b"".join(parts)
     counts = [header.records_count for _, header in batches]
-    starts = _record_starts(payload, [len(p) for p in parts[:-1]], counts)
+    starts = record_starts(payload, [len(p) for p in parts[:-1]], counts)
 
     a = np.frombuffer(payload, np.uint8)
     begin, end = starts[:-1], starts[1:]
@@ -122,54 +121,6 @@ def decode_batches(buf: bytes | memoryview, batches: Sequence[tuple[int, BatchHe
         header_value_start=headers[3],
         header_value_len=headers[4],
     )
-
-
-@functools.cache
-def _length_steps() -> list[int]:
-    """For the two bytes at a record's start (the first one low): how far the next record
-    starts when they begin a one- or two-byte length varint (records up to 8 KiB), else 0 (a
-    longer varint, or a negative length). 64 Ki entries, built on first use."""
-
-    def step(b: int, c: int) -> int:
-        if b < 0x80:
-            raw, size = b, 1
-        elif c < 0x80:
-            raw, size = (b & 0x7F) | (c << 7), 2
-        else:
-            return 0
-        return 0 if raw & 1 else size + (raw >> 1)
-
-    return [step(x & 0xFF, x >> 8) for x in range(1 << 16)]
-
-
-def _record_starts(payload: bytes, sizes: Sequence[int], counts: Sequence[int]) -> np.ndarray:
-    """Where each record starts (its length varint) in ``payload``, and where the last one
-    ends: the one loop over the records in Python. Each batch's records must fill its part of
-    the payload exactly."""
-    steps = _length_steps()
-    out: list[int] = []
-    add = out.append  # a list's append is cheaper than an array's (no argument parsing)
-    pos = 0
-    try:
-        for size, count in zip(sizes, counts, strict=True):
-            stop = pos + size
-            for _ in range(count):
-                add(pos)
-                step = steps[payload[pos] | payload[pos + 1] << 8]
-                if step:
-                    pos += step
-                else:  # a length of three bytes or more, or one to refuse
-                    length, pos = read_varint(payload, pos)
-                    if length < 0:
-                        raise CorruptRecordError(f"negative record length {length}")
-                    pos += length
-            if pos != stop:  # a negative length went backwards, or too many bytes or too few
-                raise CorruptRecordError(
-                    f"the batch's {count} records do not fill its {size} bytes of records")
-    except IndexError:
-        raise CorruptRecordError("record length runs past the end of the batch") from None
-    add(pos)
-    return np.fromiter(out, np.int64, len(out))
 
 
 def zigzag_varints(a: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
