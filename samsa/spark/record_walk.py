@@ -25,6 +25,8 @@ def record_starts(payload: bytes, sizes: Sequence[int], counts: Sequence[int]) -
     """Where each record starts (its length varint) in ``payload``, the batches' records one
     after the other (``sizes[i]`` bytes holding ``counts[i]`` records), and where the last one
     ends. CorruptRecordError when a batch's records do not fill its bytes exactly."""
+    if sum(sizes) > len(payload):
+        raise ValueError(f"batches of {sum(sizes)} bytes in a payload of {len(payload)}")
     compiled = _compiled()
     if compiled is None:
         return _walk_in_python(payload, sizes, counts)
@@ -69,7 +71,10 @@ def _walk(a: np.ndarray, sizes: np.ndarray, counts: np.ndarray, out: np.ndarray)
                     return _TOO_LONG
             if raw & np.uint64(1):  # zig-zag: an odd value is negative
                 return _NEGATIVE
-            pos += np.int64(raw >> np.uint64(1))
+            length = raw >> np.uint64(1)
+            if length > np.uint64(stop - pos):  # (numba does not check the indexes)
+                return _PAST_THE_BATCH
+            pos += np.int64(length)
         if pos != stop:
             return _NOT_FILLED
     out[k] = pos

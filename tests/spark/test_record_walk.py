@@ -72,7 +72,8 @@ def test_no_records_at_all(walk: str) -> None:
 
 
 @pytest.mark.parametrize("walk", WALKS)
-@pytest.mark.parametrize("damage", ["short", "long", "count", "fewer", "negative", "endless"])
+@pytest.mark.parametrize("damage", ["short", "long", "count", "fewer", "negative", "endless",
+                                    "huge"])
 def test_records_that_do_not_fill_their_batch_are_refused(walk: str, damage: str) -> None:
     records = [RecordInput(b"value-%d" % i, b"k") for i in range(5)]
     good = encode_batch(records)
@@ -89,7 +90,9 @@ def test_records_that_do_not_fill_their_batch_are_refused(walk: str, damage: str
         counts[1] -= 1
     elif damage == "negative":
         data[first] |= 1
-    else:  # a length varint that never ends
+    elif damage == "endless":  # a length varint that never ends
         data[first:first + 11] = b"\xff" * 11
+    else:  # a length of 2**63 - 1 bytes: added to a position it would wrap to a negative one
+        data[first:first + 10] = b"\xfe" + b"\xff" * 8 + b"\x01"
     with pytest.raises(CorruptRecordError):
         WALKS[walk](bytes(data), sizes, counts)
