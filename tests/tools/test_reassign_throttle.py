@@ -207,6 +207,11 @@ def test_each_side_throttles_on_its_own(cluster: list[samsa.Broker], tmp_path: P
     ]
     for resource, future in admin.incremental_alter_configs(changes).items():
         assert future.result(15) is None, resource
+    # the broker applies the topic's throttled replicas when its ZooKeeper watch fires, as
+    # Kafka's brokers do: a move started before that is not throttled at first
+    store = cluster[broker - 1].server.replicas.store
+    wait_for(lambda: store.topics[topic].configs.get(f"{side}.replication.throttled.replicas")
+             == f"0:{broker}", timeout=30, what=f"broker {broker} to know {topic}'s throttle")
     other = "follower" if side == "leader" else "leader"
     assert getattr(cluster[broker - 1].server.replicas.quotas, side).bound == THROTTLE
     assert all(getattr(b.server.replicas.quotas, other).bound == 2**63 - 1 for b in cluster)
