@@ -413,11 +413,9 @@ class Connection(asyncio.BufferedProtocol):
                 if n == 0:  # the file ends early: loop.sendfile reports it
                     break
                 sent += n
-        except BlockingIOError:
-            pass
         except (BrokenPipeError, ConnectionResetError):
             raise  # the client is gone: _process closes the connection
-        except OSError:  # anything else: loop.sendfile decides (or falls back to copying)
+        except OSError:  # a full socket buffer, or anything else: loop.sendfile takes the rest
             pass
         return sent
 

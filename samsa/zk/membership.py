@@ -160,14 +160,15 @@ class ClusterMembership:
 
         def done(f: asyncio.Future[dict[int, BrokerInfo]]) -> None:
             self._refreshing = False
-            failure = None if f.cancelled() else f.exception()
-            if failure is not None and not self._closed:
+            if f.cancelled():
+                pass
+            elif (failure := f.exception()) is None:
+                self.brokers = f.result()
+            elif not self._closed:
                 # else the list stays stale until the next registration, which may never come
                 log.warning("reading the live brokers from ZooKeeper failed (%s); again in "
                             "%g s", failure, _REFRESH_RETRY_S)
                 loop.call_later(_REFRESH_RETRY_S, self._refresh_brokers)
-            elif failure is None and not f.cancelled():
-                self.brokers = f.result()
             if self._refresh_again:
                 self._refresh_brokers()
 

@@ -20,20 +20,13 @@ PAD = bytes(16)  # as decode_batches pads the joined payloads
 
 Walk = Callable[[bytes, Sequence[int], Sequence[int]], np.ndarray]
 
-
-def compiled(payload: bytes, sizes: Sequence[int], counts: Sequence[int]) -> np.ndarray:
-    walk = record_walk._compiled()
-    assert walk is not None, "numba is part of the spark extra: the compiled walk must load"
-    out = np.empty(sum(counts) + 1, np.int64)
-    found = walk(np.frombuffer(payload, np.uint8), np.asarray(sizes, np.int64),
-                 np.asarray(counts, np.int64), out)
-    if found < 0:
-        raise CorruptRecordError(record_walk._PROBLEMS[found])
-    assert found == len(out)
-    return out
+WALKS: dict[str, Walk] = {"compiled": record_walk.walk_compiled,
+                          "python": record_walk._walk_in_python}
 
 
-WALKS: dict[str, Walk] = {"compiled": compiled, "python": record_walk._walk_in_python}
+def test_numba_is_there() -> None:
+    """numba is part of the spark extra: the tasks get the compiled walk."""
+    assert record_walk._compiled() is not None
 
 
 def records_of(rnd: random.Random, count: int) -> list[RecordInput]:
